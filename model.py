@@ -1,0 +1,541 @@
+"""
+One GPT with a swappable normalization layer, following "Gated Normalization Removal and Scale
+Anchoring in Pre-Norm Transformers" (TaperNorm). Equation numbers refer to the paper.
+
+  arch='llama': RoPE, SwiGLU, no biases, tied head (the TinyStories models).
+  arch='gpt2' : exactly HF GPT-2 (learned positions, tanh-GELU, biases, LayerNorm, tied head).
+  norm        : 'rmsnorm' | 'layernorm'
+  taper       : 'none' (Baseline) | 'internal' (Internal-Taper) | 'all' (All-Taper)
+
+Token vectors h are rows, as in the paper; nn.Linear stores W as (out, in), so x -> x W^T.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class GPTConfig:
+    arch: str = 'llama'          # 'llama' | 'gpt2'
+    block_size: int = 512        # context length T
+    vocab_size: int = 10000
+    n_layer: int = 8
+    n_head: int = 16
+    n_embd: int = 512            # d
+    mlp_hidden: int = 0          # SwiGLU hidden size; 0 = the LLaMA rule (about 8d/3)
+    norm: str = 'rmsnorm'        # 'rmsnorm' | 'layernorm'
+    norm_eps: float = 1e-5       # epsilon inside r(h) and sigma_h
+    taper: str = 'none'          # 'none' | 'internal' | 'all'
+    ema_rate: float = 0.01       # mu, the new-sample weight of the calibration and s_tgt EMAs
+    aux_loss: str = 'none'       # 'none' | 'fixed' (eq. 5) | 'baroni'
+    aux_weight: float = 0.1      # lambda
+    eot_token: int = -1          # end-of-text id, excluded from the Baroni target (-1: none)
+    rope_theta: float = 10000.0
+
+    def __post_init__(self):
+        choices = dict(arch=('llama', 'gpt2'), norm=('rmsnorm', 'layernorm'),
+                       taper=('none', 'internal', 'all'), aux_loss=('none', 'fixed', 'baroni'))
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"{key}={getattr(self, key)!r} is not one of {allowed}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+
+
+# -----------------------------------------------------------------------------
+# Norms. Each exposes the pieces the paper's formulas are built from:
+#   center(h)   h (RMSNorm) or h - mu_h (LayerNorm)
+#   scale(h)    r(h) = sqrt(|h|^2/d + eps) or sigma_h = sqrt(|h - mu_h|^2/d + eps): s(h) of Sec. 3.5
+#   affine(x, w) x D_w (+ beta for LayerNorm)
+
+class RMSNorm(nn.Module):
+    """RMSNorm(h) = h / r(h) D_gamma."""
+
+    def __init__(self, ndim, eps=1e-5, bias=False):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(ndim))  # gamma
+
+    def center(self, h):
+        return h
+
+    def scale(self, h):
+        return torch.sqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def affine(self, x, w):
+        return x * w
+
+    def forward(self, h):
+        return F.rms_norm(h, (h.size(-1),), self.weight, self.eps)
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm(h) = (h - mu_h) / sigma_h D_gamma + beta."""
+
+    def __init__(self, ndim, eps=1e-5, bias=True):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(ndim))                     # gamma
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None   # beta
+
+    def center(self, h):
+        return h - h.mean(-1, keepdim=True)
+
+    def scale(self, h):
+        return torch.sqrt(self.center(h).pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def affine(self, x, w):
+        return x * w if self.bias is None else x * w + self.bias
+
+    def forward(self, h):
+        return F.layer_norm(h, (h.size(-1),), self.weight, self.bias, self.eps)
+
+
+class EMA(nn.Module):
+    """s <- (1 - mu) s + mu x, s(0) = 0, read with bias correction s / (1 - (1 - mu)^n) (App. A.5)."""
+
+    def __init__(self, rate):
+        super().__init__()
+        self.rate = rate
+        self.register_buffer('value', torch.zeros(()))
+        self.register_buffer('n', torch.zeros(()))
+
+    @torch.no_grad()
+    def update(self, x):
+        self.value.lerp_(x.detach().to(self.value.dtype), self.rate)
+        self.n += 1
+
+    def corrected(self):
+        if self.n.item() == 0:
+            raise RuntimeError("an EMA was read before any update: run training steps at g = 1 "
+                               "before start_taper()")
+        return self.value / (1 - (1 - self.rate) ** self.n)
+
+
+class Taper:
+    """
+    The gated norm, mixed into RMSNorm (TaperNorm, eq. 3) or LayerNorm (TaperLN, App. B):
+        Taper(h; g) = g Norm(h) + (1 - g) (c center(h) D_gammatilde (+ beta)).
+    Three phases, held as Python flags so that no step reads the gate from the device:
+      calibrating  g = 1 before taper start: a plain norm; in training mode it updates the EMAs of
+                   eq. 4's numerator and denominator.
+      normalizing  0 < g <= 1 after taper start: both branches, mixed by the shared gate tensor.
+      neither      g = 0: only the scaling branch; no per-token statistic is computed.
+    """
+
+    def __init__(self, ndim, gate, ema_rate=0.01, **norm_kwargs):
+        super().__init__(ndim, **norm_kwargs)
+        self.taper_weight = nn.Parameter(torch.ones(ndim))  # gammatilde
+        self.register_buffer('c', torch.zeros(()))          # frozen at taper start
+        self.ema_num = EMA(ema_rate)   # E[|center(h) D_gamma|^2 / s(h)]
+        self.ema_den = EMA(ema_rate)   # E[|center(h) D_gamma|^2]
+        self.gate = gate               # g: one tensor shared by every tapered layer (not a buffer here)
+        self.calibrating = True
+        self.normalizing = True
+
+    def forward(self, h):
+        if self.calibrating:
+            if self.training:
+                self.update_calibration(h)
+            return super().forward(h)
+        y = self.affine(self.c * self.center(h), self.taper_weight)  # the g = 0 map
+        if self.normalizing:
+            y = torch.lerp(y, super().forward(h), self.gate)         # g Norm(h) + (1 - g) y
+        return y
+
+    @torch.no_grad()
+    def update_calibration(self, h):
+        energy = (self.center(h) * self.weight).pow(2).sum(-1)  # |h D_gamma|^2 per token
+        self.ema_num.update((energy / self.scale(h).squeeze(-1)).mean())
+        self.ema_den.update(energy.mean())
+
+    @torch.no_grad()
+    def start_taper(self, delta=1e-8):
+        """c = a_hat / (b_hat + delta) (eq. 4 with App. A.5's bias correction), frozen; gamma -> gammatilde."""
+        if not self.calibrating:
+            raise RuntimeError("start_taper() was already called on this layer")
+        self.c.copy_(self.ema_num.corrected() / (self.ema_den.corrected() + delta))
+        self.taper_weight.copy_(self.weight)
+        self.calibrating = False
+
+
+class TaperNorm(Taper, RMSNorm):
+    """TaperNorm(h; g) = g h/r(h) D_gamma + (1 - g) c h D_gammatilde   (eq. 3)."""
+
+
+class TaperLN(Taper, LayerNorm):
+    """TaperLN(h; g) = beta + g (h - mu)/sigma D_gamma + (1 - g) c (h - mu) D_gammatilde   (App. B)."""
+
+
+def fixed_target_loss(s, s_tgt, weight):
+    """L_aux = lambda E_{b,t} (s(h) - s_tgt)^2   (eq. 5)."""
+    return weight * (s - s_tgt).pow(2).mean()
+
+
+def baroni_loss(sigma, idx, eot_token, weight):
+    """lambda E_{b,t} (sigma - sigma_hat)^2, sigma_hat the detached mean over positions that are
+    neither position 0 nor end-of-text (App. D): a moving target with no absolute scale."""
+    keep = idx != eot_token
+    keep[:, 0] = False
+    sigma_hat = sigma[keep].mean().detach()
+    return weight * (sigma - sigma_hat).pow(2).mean()
+
+
+# -----------------------------------------------------------------------------
+# Attention, MLP, block
+
+class KVCache(nn.Module):
+    """A static cache written in place at input_pos, so that a decode step has fixed shapes."""
+
+    def __init__(self, batch_size, max_seq_len, n_head, head_size, dtype, device):
+        super().__init__()
+        shape = (batch_size, n_head, max_seq_len, head_size)
+        self.register_buffer('k', torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        self.register_buffer('v', torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+
+    def update(self, input_pos, k, v):
+        self.k.index_copy_(2, input_pos, k.to(self.k.dtype))
+        self.v.index_copy_(2, input_pos, v.to(self.v.dtype))
+        return self.k, self.v
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        bias = config.arch == 'gpt2'
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=bias)  # the QKV projection
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=bias)
+        self.kv_cache = None
+
+    def forward(self, x, rope=None, input_pos=None, mask=None):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        if rope is not None:
+            cos, sin = rope  # (T, hs)
+            q = (q * cos + rotate_half(q) * sin).to(v.dtype)
+            k = (k * cos + rotate_half(k) * sin).to(v.dtype)
+        if input_pos is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            k, v = self.kv_cache.update(input_pos, k, v)                   # (B, nh, S, hs)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # mask: (T, S)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    """GPT-2: c_proj(gelu_tanh(c_fc x))."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate='tanh'))
+
+
+class SwiGLU(nn.Module):
+    """LLaMA: w2(silu(w1 x) * w3 x)."""
+
+    def __init__(self, config):
+        super().__init__()
+        hidden = config.mlp_hidden or 32 * math.ceil(8 * config.n_embd / 3 / 32)
+        self.w1 = nn.Linear(config.n_embd, hidden, bias=False)
+        self.w3 = nn.Linear(config.n_embd, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, config.n_embd, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+def make_norm(config, tapered, gate):
+    plain = RMSNorm if config.norm == 'rmsnorm' else LayerNorm
+    kwargs = dict(eps=config.norm_eps, bias=config.arch == 'gpt2')
+    if not tapered:
+        return plain(config.n_embd, **kwargs)
+    taper = TaperNorm if config.norm == 'rmsnorm' else TaperLN
+    return taper(config.n_embd, gate, ema_rate=config.ema_rate, **kwargs)
+
+
+class Block(nn.Module):
+    """Pre-norm: H += Attn(Norm_A(H)); H += MLP(Norm_M(H))."""
+
+    def __init__(self, config, gate):
+        super().__init__()
+        internal = config.taper in ('internal', 'all')
+        self.ln_1 = make_norm(config, internal, gate)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = make_norm(config, internal, gate)
+        self.mlp = SwiGLU(config) if config.arch == 'llama' else MLP(config)
+
+    def forward(self, x, rope=None, input_pos=None, mask=None):
+        x = x + self.attn(self.ln_1(x), rope, input_pos, mask)
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+# -----------------------------------------------------------------------------
+
+class GPT(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        # The gate g (eq. 3): one tensor read by every tapered layer, so a compiled graph sees a new
+        # value without recompiling. It is owned here; _apply below keeps the layers pointing at it.
+        self.register_buffer('gate', torch.ones(()))
+        self.register_buffer('taper_started', torch.zeros((), dtype=torch.bool))
+        self.register_buffer('s_tgt', torch.zeros(()))   # the fixed target of eq. 5
+        self.s_ema = EMA(config.ema_rate)                 # EMA of the batch-mean s(h) while g = 1
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),
+            h=nn.ModuleList([Block(config, self.gate) for _ in range(config.n_layer)]),
+            ln_f=make_norm(config, config.taper == 'all', self.gate),
+        ))
+        if config.arch == 'gpt2':
+            self.transformer.wpe = nn.Embedding(config.block_size, config.n_embd)
+        else:
+            hs = config.n_embd // config.n_head
+            inv_freq = 1.0 / config.rope_theta ** (torch.arange(0, hs, 2).float() / hs)
+            angles = torch.outer(torch.arange(config.block_size).float(), inv_freq).repeat(1, 2)
+            self.register_buffer('rope_cos', angles.cos(), persistent=False)  # (block_size, hs)
+            self.register_buffer('rope_sin', angles.sin(), persistent=False)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight  # tied head
+        self.causal_mask = None
+        self.started = False  # Python copy of taper_started, read every step without a device sync
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2's scaled init of the residual projections
+            if name.endswith(('c_proj.weight', 'w2.weight')):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+        self.register_load_state_dict_post_hook(lambda module, keys: module._sync_taper_flags())
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def _apply(self, fn, recurse=True):
+        # .to()/.cuda()/.double() replace buffers module by module; re-share the moved gate.
+        super()._apply(fn, recurse)
+        for m in self.tapered_norms():
+            m.gate = self.gate
+        return self
+
+    def tapered_norms(self):
+        return [m for m in self.modules() if isinstance(m, Taper)]
+
+    def get_num_params(self, non_embedding=True):
+        """Parameters counted once (the head is tied); non_embedding drops the position table."""
+        n = sum(p.numel() for p in self.parameters())
+        if non_embedding and self.config.arch == 'gpt2':
+            n -= self.transformer.wpe.weight.numel()
+        return n
+
+    # --- the taper schedule ----------------------------------------------------------------
+
+    def set_gate(self, g):
+        """Set the shared gate g in [0, 1]; at g = 0 the normalized branches are skipped."""
+        g = float(g)
+        if not 0.0 <= g <= 1.0:
+            raise ValueError(f"the gate must lie in [0, 1], got {g}")
+        if g < 1.0 and not self.started and self.tapered_norms():
+            raise RuntimeError("call start_taper() before lowering the gate: c is not calibrated yet")
+        self.gate.fill_(g)
+        for m in self.tapered_norms():
+            m.normalizing = g > 0.0
+
+    @torch.no_grad()
+    def start_taper(self):
+        """At taper start: every tapered layer sets and freezes c and copies gamma -> gammatilde;
+        s_tgt is frozen to the bias-corrected EMA of the pre-logit scale (Sec. 3.4-3.5)."""
+        if self.started:
+            raise RuntimeError("start_taper() was already called on this model")
+        for m in self.tapered_norms():
+            m.start_taper()
+        if self.config.aux_loss == 'fixed':
+            self.s_tgt.copy_(self.s_ema.corrected())
+        self.taper_started.fill_(True)
+        self.started = True
+
+    def _sync_taper_flags(self):
+        self.started, g = bool(self.taper_started.item()), self.gate.item()
+        for m in self.tapered_norms():
+            m.calibrating = not self.started
+            m.normalizing = g > 0.0
+
+    # --- forward ---------------------------------------------------------------------------
+
+    def trunk(self, idx, input_pos=None):
+        """The residual stream H^(L,0) before the final norm, (B, T, d)."""
+        B, T = idx.size()
+        if T > self.config.block_size:
+            raise ValueError(f"sequence of length {T} exceeds block_size {self.config.block_size}")
+        pos = torch.arange(T, device=idx.device) if input_pos is None else input_pos
+        mask = None if input_pos is None else self.causal_mask[input_pos]  # (T, S)
+        x = self.transformer.wte(idx)
+        rope = None
+        if self.config.arch == 'gpt2':
+            x = x + self.transformer.wpe(pos)
+        else:
+            rope = (self.rope_cos[pos], self.rope_sin[pos])
+        for block in self.transformer.h:
+            x = block(x, rope, input_pos, mask)
+        return x
+
+    def forward(self, idx, targets=None, return_stats=False):
+        """
+        logits, loss = model(idx, targets). loss = CE + L_aux is what training minimizes; with
+        return_stats=True a third value holds detached tensors for the logs: ce, aux, the mean
+        logit L2 norm and the mean pre-logit scale s(h). Without targets, loss is None.
+        """
+        h = self.trunk(idx)
+        logits = self.lm_head(self.transformer.ln_f(h))
+        if targets is None:
+            return (logits, None, {}) if return_stats else (logits, None)
+        ce = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        aux = torch.zeros((), device=idx.device)
+        s = None
+        if self.config.aux_loss != 'none' or return_stats:
+            s = self.transformer.ln_f.scale(h).squeeze(-1)  # s(h) of the pre-logit stream, (B, T)
+        if self.config.aux_loss == 'fixed':
+            if self.started:
+                aux = fixed_target_loss(s, self.s_tgt, self.config.aux_weight)
+            elif self.training:
+                self.s_ema.update(s.mean())  # s_tgt is tracked while g = 1 and applied after
+        elif self.config.aux_loss == 'baroni':
+            aux = baroni_loss(s, idx, self.config.eot_token, self.config.aux_weight)
+        loss = ce + aux
+        if not return_stats:
+            return logits, loss
+        stats = dict(ce=ce.detach(), aux=aux.detach(), prelogit_scale=s.detach().mean(),
+                     logit_norm=logits.detach().float().norm(dim=-1).mean())
+        return logits, loss, stats
+
+    # --- decoding with a static KV cache (gpt-fast style) --------------------------------------
+
+    def setup_cache(self, batch_size, max_seq_len, dtype=None):
+        """Allocate each layer's cache once; a decode step then writes at input_pos in place."""
+        if max_seq_len > self.config.block_size:
+            raise ValueError(f"prompt + new tokens = {max_seq_len} exceeds block_size "
+                             f"{self.config.block_size}")
+        weight = self.lm_head.weight
+        dtype = dtype or weight.dtype
+        hs = self.config.n_embd // self.config.n_head
+        for block in self.transformer.h:
+            block.attn.kv_cache = KVCache(batch_size, max_seq_len, self.config.n_head, hs, dtype,
+                                          weight.device)
+        self.causal_mask = torch.ones(max_seq_len, max_seq_len, dtype=torch.bool,
+                                      device=weight.device).tril()
+
+    def decode(self, idx, input_pos):
+        """Logits of the last position of idx, whose tokens sit at input_pos; fills the cache."""
+        h = self.trunk(idx, input_pos)[:, -1:, :]
+        return self.lm_head(self.transformer.ln_f(h))[:, -1, :]  # (B, V)
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+        """Continue idx (B, T) by max_new_tokens tokens; temperature 0 is greedy decoding."""
+        B, T = idx.size()
+        self.setup_cache(B, T + max_new_tokens)
+        logits = self.decode(idx, torch.arange(T, device=idx.device))
+        out = [idx]
+        for i in range(max_new_tokens):
+            if temperature == 0:
+                next_id = logits.argmax(dim=-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                    logits[logits < v[:, [-1]]] = -float('inf')
+                next_id = torch.multinomial(F.softmax(logits.float(), dim=-1), num_samples=1)
+            out.append(next_id)
+            if i + 1 < max_new_tokens:
+                logits = self.decode(next_id, torch.tensor([T + i], device=idx.device))
+        return torch.cat(out, dim=1)
+
+    # --- loading HF GPT-2 -------------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, name_or_dir, **overrides):
+        """
+        GPT-2 weights through transformers: 'gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl', or a
+        directory written by save_pretrained (sizes come from its config). overrides set the
+        non-shape fields (taper, aux_loss, aux_weight, ema_rate, ...); TaperLN takes gamma and beta
+        from the HF LayerNorm it replaces.
+        """
+        from transformers import GPT2LMHeadModel
+        shape_keys = {'arch', 'block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'norm',
+                      'norm_eps', 'mlp_hidden'}
+        if shape_keys & overrides.keys():
+            raise ValueError(f"from_pretrained takes its shape from the checkpoint; "
+                             f"drop {sorted(shape_keys & overrides.keys())}")
+        hf = GPT2LMHeadModel.from_pretrained(name_or_dir)
+        hc = hf.config
+        if hc.activation_function != 'gelu_new' or hc.scale_attn_by_inverse_layer_idx:
+            raise ValueError(f"{name_or_dir} is not a standard GPT-2 (activation "
+                             f"{hc.activation_function!r}); only the GPT-2 architecture is supported")
+        overrides.setdefault('eot_token', hc.eos_token_id)
+        config = GPTConfig(arch='gpt2', norm='layernorm', block_size=hc.n_positions,
+                           vocab_size=hc.vocab_size, n_layer=hc.n_layer, n_head=hc.n_head,
+                           n_embd=hc.n_embd, norm_eps=hc.layer_norm_epsilon, **overrides)
+        model = cls(config)
+        sd = model.state_dict()
+        sd_hf = hf.state_dict()
+        # HF's Conv1D stores (in, out); nn.Linear wants (out, in).
+        conv1d = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')
+        loaded = set()
+        with torch.no_grad():
+            for k, v in sd_hf.items():
+                if k.endswith(('.attn.bias', '.attn.masked_bias')):  # causal-mask buffers, not weights
+                    continue
+                if k not in sd:
+                    raise KeyError(f"{name_or_dir}: unexpected weight {k}")
+                v = v.t() if k.endswith(conv1d) else v
+                if v.shape != sd[k].shape:
+                    raise ValueError(f"{name_or_dir}: {k} has shape {tuple(v.shape)}, "
+                                     f"expected {tuple(sd[k].shape)}")
+                sd[k].copy_(v)
+                loaded.add(k)
+            for m in model.tapered_norms():
+                m.taper_weight.copy_(m.weight)
+        missing = {k for k, _ in model.named_parameters() if not k.endswith('taper_weight')} - loaded
+        if missing:
+            raise KeyError(f"{name_or_dir}: no weights for {sorted(missing)}")
+        return model
+
+    # --- training helpers --------------------------------------------------------------------
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        """AdamW; matrices and embeddings decay, gains and biases (gamma, gammatilde, beta) do not."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [dict(params=[p for p in params if p.dim() >= 2], weight_decay=weight_decay),
+                  dict(params=[p for p in params if p.dim() < 2], weight_decay=0.0)]
+        fused = device_type == 'cuda'
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
+
+    def estimate_mfu(self, fwdbwd_per_iter, dt, peak_flops):
+        """Model FLOPs utilization: achieved FLOP/s over peak_flops (e.g. 989e12 for an H100 in bf16)."""
+        cfg = self.config
+        L, H, Q, T = cfg.n_layer, cfg.n_head, cfg.n_embd // cfg.n_head, cfg.block_size
+        flops_per_token = 6 * self.get_num_params() + 12 * L * H * Q * T
+        return flops_per_token * T * fwdbwd_per_iter / dt / peak_flops

@@ -1,0 +1,432 @@
+"""
+Numerical checks of the paper's claims, run against the code in this repository.
+Each test names the equation, proposition or equivalence it checks. Run: python -m pytest
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from model import (GPT, EMA, GPTConfig, LayerNorm, RMSNorm, TaperLN, TaperNorm, fixed_target_loss)
+
+D = 16  # feature width for the single-layer tests
+
+
+def tiny_config(**kw):
+    base = dict(n_layer=2, n_head=4, n_embd=32, vocab_size=64, block_size=32)
+    base.update(kw)
+    return GPTConfig(**base)
+
+
+def calibrated(norm, steps=5, scale=3.0):
+    """Run a few training-mode forwards at g = 1 so the calibration EMAs have data, then start."""
+    norm.train()
+    for _ in range(steps):
+        norm(scale * torch.randn(4, 8, norm.weight.numel(), dtype=norm.weight.dtype))
+    norm.start_taper()
+    return norm
+
+
+def set_layer_gate(norm, g):
+    """What GPT.set_gate does, for one stand-alone layer."""
+    norm.gate.fill_(g)
+    norm.normalizing = g > 0
+
+
+def random_affine(norm):
+    with torch.no_grad():
+        for p in norm.parameters():
+            p.copy_(1 + 0.5 * torch.randn_like(p))
+    return norm
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records the name of every aten op that runs inside the context."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+STATISTIC_OPS = ('sqrt', 'rsqrt', 'pow', 'div', 'norm', 'var', 'std')
+
+
+def statistic_ops(ops):
+    return [op for op in ops if any(s in op for s in STATISTIC_OPS)]
+
+
+# --- 1. at g = 1 the tapered layers are the plain norms ------------------------------------------
+
+@pytest.mark.parametrize('kind', ['rms', 'ln'])
+def test_taper_at_gate_one_is_the_plain_norm(kind):
+    """Eq. 3 / App. B at g = 1: TaperNorm = RMSNorm and TaperLN = LayerNorm, before and after taper
+    start (F.rms_norm / F.layer_norm as references)."""
+    gate = torch.ones(())
+    norm = (TaperNorm if kind == 'rms' else TaperLN)(D, gate, bias=True)
+    random_affine(norm)
+    h = 3 * torch.randn(5, 7, D)
+
+    def reference(x):
+        if kind == 'rms':
+            return F.rms_norm(x, (D,), norm.weight, norm.eps)
+        return F.layer_norm(x, (D,), norm.weight, norm.bias, norm.eps)
+
+    torch.testing.assert_close(norm(h), reference(h), rtol=0, atol=0)
+    calibrated(norm)
+    with torch.no_grad():
+        norm.taper_weight.mul_(2.0)  # a different gammatilde must not matter at g = 1
+    torch.testing.assert_close(norm(h), reference(h), rtol=0, atol=1e-6)
+    plain = (RMSNorm if kind == 'rms' else LayerNorm)(D)
+    plain.load_state_dict({k: v for k, v in norm.state_dict().items() if k in plain.state_dict()})
+    torch.testing.assert_close(plain(h), reference(h), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize('kind', ['rms', 'ln'])
+def test_taper_at_intermediate_gate_is_eq3(kind):
+    """Eq. 3 (RMS) and App. B (LN) written out by hand, at g = 0.3."""
+    norm = calibrated(random_affine((TaperNorm if kind == 'rms' else TaperLN)(D, torch.ones(()))))
+    set_layer_gate(norm, 0.3)
+    h = 2 * torch.randn(3, 4, D)
+    g, c, gamma, gt = 0.3, norm.c, norm.weight, norm.taper_weight
+    if kind == 'rms':
+        r = torch.sqrt(h.pow(2).mean(-1, keepdim=True) + norm.eps)
+        expected = g * h / r * gamma + (1 - g) * c * h * gt
+    else:
+        hbar = h - h.mean(-1, keepdim=True)
+        sigma = torch.sqrt(hbar.pow(2).mean(-1, keepdim=True) + norm.eps)
+        expected = norm.bias + g * hbar / sigma * gamma + (1 - g) * c * hbar * gt
+    torch.testing.assert_close(norm(h), expected, rtol=1e-5, atol=1e-5)
+
+
+# --- 2. at g = 0 a tapered layer is a fixed map with no per-token statistic ----------------------
+
+@pytest.mark.parametrize('kind', ['rms', 'ln'])
+def test_gate_zero_is_a_fixed_map_without_statistics(kind):
+    """Sec. 3.3: TaperNorm(h; 0) = c h D_gammatilde, TaperLN(h; 0) = beta + c (h - mu) D_gammatilde,
+    and neither r(h) nor sigma_h is computed (no sqrt, pow, division or norm op runs)."""
+    norm = calibrated(random_affine((TaperNorm if kind == 'rms' else TaperLN)(D, torch.ones(()))))
+    set_layer_gate(norm, 0.0)
+    norm.eval()
+    h = 5 * torch.randn(3, 4, D)
+    with OpRecorder() as rec:
+        y = norm(h)
+    assert statistic_ops(rec.ops) == []
+    if kind == 'rms':
+        expected = norm.c * h * norm.taper_weight
+    else:
+        expected = norm.bias + norm.c * (h - h.mean(-1, keepdim=True)) * norm.taper_weight
+    torch.testing.assert_close(y, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize('arch,norm', [('llama', 'rmsnorm'), ('gpt2', 'layernorm')])
+def test_all_taper_model_at_gate_zero_computes_no_statistic(arch, norm):
+    """A whole All-Taper model at g = 0 runs its forward pass without a single per-token statistic,
+    while the Internal-Taper model computes exactly one norm: the final one."""
+    for taper, expected_norm_ops in (('all', 0), ('internal', 1)):
+        torch.manual_seed(0)
+        model = GPT(tiny_config(arch=arch, norm=norm, taper=taper))
+        model.train()
+        idx = torch.randint(0, 64, (2, 16))
+        model(idx)
+        model.start_taper()
+        model.set_gate(0.0)
+        model.eval()
+        with OpRecorder() as rec:
+            model(idx)
+        # sdpa's softmax divides internally; count only norm-like ops outside attention
+        found = [op for op in statistic_ops(rec.ops) if 'norm' in op or 'sqrt' in op]
+        assert len(found) == expected_norm_ops, found
+
+
+# --- 3. c from the EMAs is the least-squares optimum (eq. 4, App. A.5) ---------------------------
+
+@pytest.mark.parametrize('kind', ['rms', 'ln'])
+def test_calibrated_c_is_the_least_squares_optimum(kind):
+    """After bias correction, c = a_hat / (b_hat + delta) equals argmin_c of the EMA-weighted
+    objective sum_k w_k E_k |Norm(h) - c center(h) D_gamma|^2 on the same stream of batches
+    (w_k = mu (1 - mu)^(n - k)); a nearby c does worse."""
+    torch.manual_seed(0)
+    mu = 0.2
+    norm = (TaperNorm if kind == 'rms' else TaperLN)(D, torch.ones(()), ema_rate=mu).double()
+    random_affine(norm)
+    norm.train()
+    stream = [(0.5 + k) * torch.randn(6, 5, D, dtype=torch.float64) + 0.3 * k for k in range(8)]
+    for h in stream:
+        norm(h)
+    n = len(stream)
+    weights = [mu * (1 - mu) ** (n - 1 - k) for k in range(n)]
+
+    def branches(h):
+        hbar = norm.center(h)
+        return (hbar / norm.scale(h) * norm.weight).reshape(-1, D), (hbar * norm.weight).reshape(-1, D)
+
+    def objective(c):
+        return sum(w * (A - c * B).pow(2).sum(-1).mean() for w, (A, B) in
+                   zip(weights, map(branches, stream)))
+
+    # closed form: weighted least squares of A on B with one scalar
+    A = torch.cat([w ** 0.5 * a / a.size(0) ** 0.5 for w, (a, _) in zip(weights, map(branches, stream))])
+    B = torch.cat([w ** 0.5 * b / b.size(0) ** 0.5 for w, (_, b) in zip(weights, map(branches, stream))])
+    c_lstsq = torch.linalg.lstsq(B.reshape(-1, 1), A.reshape(-1, 1)).solution.item()
+
+    norm.start_taper(delta=0.0)
+    c = norm.c.item()
+    assert c == pytest.approx(c_lstsq, rel=1e-10)
+    for nearby in (0.99 * c, 1.01 * c):
+        assert objective(nearby) > objective(c)
+    torch.testing.assert_close(norm.taper_weight, norm.weight, rtol=0, atol=0)  # gamma -> gammatilde
+
+
+def test_ema_bias_correction():
+    """App. A.5: after n updates from s = 0, s / (1 - (1 - mu)^n) is the normalized weighted mean."""
+    mu, xs = 0.1, torch.tensor([3.0, -1.0, 4.0, 1.5], dtype=torch.float64)
+    ema = EMA(mu).double()
+    for x in xs:
+        ema.update(x)
+    w = torch.tensor([mu * (1 - mu) ** (len(xs) - 1 - k) for k in range(len(xs))], dtype=torch.float64)
+    assert ema.corrected().item() == pytest.approx((w * xs).sum().item() / w.sum().item(), rel=1e-12)
+
+
+def test_ema_updates_only_in_training_at_gate_one():
+    """Sec. 3.4: the calibration statistics come from training steps while g = 1, and c is frozen."""
+    norm = TaperNorm(D, torch.ones(()))
+    norm.eval()
+    norm(torch.randn(2, 3, D))
+    assert norm.ema_num.n.item() == 0
+    calibrated(norm)
+    c, n = norm.c.clone(), norm.ema_num.n.clone()
+    set_layer_gate(norm, 0.5)
+    norm.train()
+    norm(torch.randn(2, 3, D))
+    assert norm.ema_num.n.item() == n.item() and norm.c.item() == c.item()
+    with pytest.raises(RuntimeError, match='already'):
+        norm.start_taper()
+
+
+# --- 4. Propositions 1-3 ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize('cls', [RMSNorm, LayerNorm])
+def test_prop1_final_norm_removes_radial_gradient(cls):
+    """Prop. 1: with a 0-homogeneous final norm (eps = 0), <grad_h l(z, y), h> = 0."""
+    torch.manual_seed(0)
+    norm = random_affine(cls(D, eps=0.0).double())
+    W = torch.randn(D, 11, dtype=torch.float64)
+    for _ in range(5):
+        h = (3 * torch.randn(1, D, dtype=torch.float64)).requires_grad_()
+        loss = F.cross_entropy(norm(h) @ W, torch.randint(0, 11, (1,)))
+        (grad,) = torch.autograd.grad(loss, h)
+        assert abs((grad * h).sum().item()) < 1e-12 * grad.norm().item() * h.norm().item() + 1e-14
+        assert grad.norm().item() > 1e-3  # the gradient itself is not zero: it is tangential
+
+
+def test_prop2_without_final_norm_cross_entropy_pushes_norms_up():
+    """Prop. 2: z = h W_out, margin m > 0  =>  <grad_h l, h> = <grad_z l, z> <= -(1 - p_y) m < 0."""
+    torch.manual_seed(0)
+    for _ in range(20):
+        W = torch.randn(D, 11, dtype=torch.float64)
+        h = torch.randn(1, D, dtype=torch.float64, requires_grad=True)
+        z = h @ W
+        y = z.argmax(-1)  # the correct class has positive margin
+        top2 = z.detach().topk(2).values[0]
+        m = (top2[0] - top2[1]).item()
+        p_y = F.softmax(z.detach(), -1)[0, y].item()
+        (grad_h,) = torch.autograd.grad(F.cross_entropy(z, y), h)
+        radial = (grad_h * h).sum().item()
+        grad_z = F.softmax(z.detach(), -1) - F.one_hot(y, 11)
+        assert radial == pytest.approx((grad_z * z.detach()).sum().item(), rel=1e-10)
+        assert radial <= -(1 - p_y) * m + 1e-12 and -(1 - p_y) * m < 0
+        h_step = h.detach() - 1e-4 * grad_h  # a small gradient step grows |h|
+        assert h_step.norm() > h.detach().norm()
+
+
+@pytest.mark.parametrize('cls', [RMSNorm, LayerNorm])
+def test_prop3_fixed_target_loss_is_a_radial_restoring_force(cls):
+    """Prop. 3 (and App. A.4 for LN): grad_h lambda (s(h) - s_tgt)^2 = 2 lambda (s - s_tgt)/(d s) hbar,
+    which shrinks |h| when s > s_tgt and grows it when s < s_tgt."""
+    torch.manual_seed(0)
+    norm, lam = cls(D).double(), 0.1
+    for s_tgt in (0.5, 10.0):
+        h = (2 * torch.randn(1, D, dtype=torch.float64) + 0.7).requires_grad_()
+        s = norm.scale(h).squeeze(-1)
+        (grad,) = torch.autograd.grad(fixed_target_loss(s, torch.tensor(s_tgt), lam), h)
+        hbar = norm.center(h.detach())
+        expected = 2 * lam * (s.item() - s_tgt) / (D * s.item()) * hbar
+        torch.testing.assert_close(grad, expected, rtol=1e-10, atol=1e-14)
+        radial = (grad * h.detach()).sum().item()
+        assert (radial > 0) == (s.item() > s_tgt)
+
+
+# --- 5. arch='gpt2' is HF GPT-2 --------------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def hf_gpt2_dir(tmp_path_factory):
+    """A tiny random GPT-2 written with save_pretrained, as a user's local directory would be."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    hf = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=64, vocab_size=97))
+    with torch.no_grad():  # move every weight off its init so a mis-mapped tensor shows
+        for p in hf.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    path = tmp_path_factory.mktemp('tiny-gpt2')
+    hf.save_pretrained(path)
+    return path
+
+
+def test_gpt2_logits_match_transformers(hf_gpt2_dir):
+    """Our arch='gpt2' equals transformers' GPT2LMHeadModel on the same weights (float32)."""
+    from transformers import GPT2LMHeadModel
+    hf = GPT2LMHeadModel.from_pretrained(hf_gpt2_dir).eval()
+    model = GPT.from_pretrained(hf_gpt2_dir).eval()
+    assert model.config.n_embd == 32 and model.config.block_size == 64
+    idx = torch.randint(0, 97, (3, 40))
+    with torch.no_grad():
+        diff = (model(idx)[0] - hf(idx).logits).abs().max().item()
+    print(f"GPT-2 parity: max |logits diff| = {diff:.2e}")
+    assert diff < 1e-4
+
+
+def test_gpt2_taper_takes_gamma_beta_from_hf(hf_gpt2_dir):
+    """TaperLN replaces every HF LayerNorm (All-TaperLN) with its gamma and beta, so at g = 1 the
+    model is still GPT-2."""
+    base = GPT.from_pretrained(hf_gpt2_dir).eval()
+    tapered = GPT.from_pretrained(hf_gpt2_dir, taper='all', aux_loss='fixed').eval()
+    assert all(isinstance(m, TaperLN) for m in (tapered.transformer.h[0].ln_1, tapered.transformer.ln_f))
+    torch.testing.assert_close(tapered.transformer.h[1].ln_2.bias, base.transformer.h[1].ln_2.bias)
+    idx = torch.randint(0, 97, (2, 20))
+    with torch.no_grad():
+        torch.testing.assert_close(tapered(idx)[0], base(idx)[0], rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match='shape'):
+        GPT.from_pretrained(hf_gpt2_dir, n_layer=4)
+
+
+# --- 6. the KV cache -----------------------------------------------------------------------------
+
+def prepared(arch, norm, taper, gate, seed=0):
+    torch.manual_seed(seed)
+    model = GPT(tiny_config(arch=arch, norm=norm, taper=taper, aux_loss='fixed' if taper == 'all' else 'none'))
+    if taper != 'none':
+        model.train()
+        for _ in range(3):
+            model(torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16)))
+        model.start_taper()
+        model.set_gate(gate)
+        with torch.no_grad():  # let gammatilde drift from gamma as training would
+            for m in model.tapered_norms():
+                m.taper_weight.mul_(1 + 0.3 * torch.randn_like(m.taper_weight))
+    return model.eval()
+
+
+CACHE_CASES = [(arch, norm, taper, gate)
+               for arch in ('llama', 'gpt2') for norm in ('rmsnorm', 'layernorm')
+               for taper, gate in (('none', 1.0), ('internal', 0.4), ('internal', 0.0), ('all', 0.0))]
+
+
+@pytest.mark.parametrize('arch,norm,taper,gate', CACHE_CASES)
+def test_kv_cache_equals_full_forward(arch, norm, taper, gate):
+    """Decoding token by token through the static cache gives the logits of one full forward."""
+    model = prepared(arch, norm, taper, gate)
+    idx = torch.randint(0, 64, (2, 20))
+    with torch.no_grad():
+        full = model(idx)[0]
+        model.setup_cache(2, 20)
+        prompt = 7
+        step = [model.decode(idx[:, :prompt], torch.arange(prompt))]
+        for t in range(prompt, 20):
+            step.append(model.decode(idx[:, t:t + 1], torch.tensor([t])))
+    torch.testing.assert_close(torch.stack(step, 1), full[:, prompt - 1:], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('arch', ['llama', 'gpt2'])
+def test_greedy_generate_equals_argmax_without_cache(arch):
+    model = prepared(arch, 'rmsnorm' if arch == 'llama' else 'layernorm', 'internal', 0.0)
+    idx = torch.randint(0, 64, (2, 5))
+    seq = idx
+    with torch.no_grad():
+        for _ in range(12):
+            seq = torch.cat([seq, model(seq)[0][:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(model.generate(idx, 12, temperature=0), seq)
+    assert torch.equal(model.generate(idx, 12, top_k=1), seq)
+    with pytest.raises(ValueError, match='block_size'):
+        model.generate(idx, 40)
+
+
+# --- 7. what trains during tapering ----------------------------------------------------------------
+
+@pytest.mark.parametrize('norm', ['rmsnorm', 'layernorm'])
+def test_during_taper_gamma_and_gammatilde_train_c_and_gate_do_not(norm):
+    """Sec. 3.3: after taper start both gamma and gammatilde are trainable and get gradients; c, the
+    gate and s_tgt are buffers, untouched by the optimizer."""
+    model = prepared('llama', norm, 'all', 0.5)
+    model.train()
+    assert not any(n.endswith(('.c', 'gate', 's_tgt')) for n, _ in model.named_parameters())
+    opt = model.configure_optimizers(0.0, 1e-2, (0.9, 0.95), 'cpu')
+    frozen = {n: b.clone() for n, b in model.named_buffers() if n.endswith(('.c', 'gate', 's_tgt'))}
+    idx = torch.randint(0, 64, (2, 16))
+    _, loss = model(idx, idx)
+    loss.backward()
+    for m in model.tapered_norms():
+        assert m.weight.grad.abs().sum() > 0 and m.taper_weight.grad.abs().sum() > 0
+    opt.step()
+    for n, b in model.named_buffers():
+        if n in frozen:
+            assert torch.equal(b, frozen[n]), n
+
+
+# --- the model's own bookkeeping ------------------------------------------------------------------
+
+def test_fixed_target_is_frozen_bias_corrected_ema_of_prelogit_scale():
+    """Sec. 3.5: s_tgt = bias-corrected EMA of the batch mean s(h) while g = 1; L_aux is zero until
+    taper start and lambda E (s - s_tgt)^2 after; the loss returned is CE + L_aux."""
+    torch.manual_seed(0)
+    model = GPT(tiny_config(taper='all', aux_loss='fixed', ema_rate=0.3))
+    model.train()
+    means = []
+    for _ in range(4):
+        idx = torch.randint(0, 64, (2, 16))
+        _, loss, stats = model(idx, idx, return_stats=True)
+        assert stats['aux'].item() == 0 and loss.item() == stats['ce'].item()
+        means.append(stats['prelogit_scale'].item())
+    model.start_taper()
+    w = [0.3 * 0.7 ** (3 - k) for k in range(4)]
+    assert model.s_tgt.item() == pytest.approx(sum(a * b for a, b in zip(w, means)) / sum(w), rel=1e-5)
+    model.set_gate(0.5)
+    _, loss, stats = model(idx, idx, return_stats=True)
+    s = model.transformer.ln_f.scale(model.trunk(idx)).squeeze(-1)
+    assert stats['aux'].item() == pytest.approx(0.1 * (s - model.s_tgt).pow(2).mean().item(), rel=1e-5)
+    assert loss.item() == pytest.approx(stats['ce'].item() + stats['aux'].item(), rel=1e-6)
+    logits = model(idx)[0]
+    assert stats['logit_norm'].item() == pytest.approx(logits.norm(dim=-1).mean().item(), rel=1e-5)
+
+
+def test_gate_is_one_shared_tensor_across_moves_and_reloads():
+    """The gate is one tensor for all tapered layers, also after .to(); a reloaded state dict
+    restores the taper phase (c frozen, g = 0 skips the normalized branch)."""
+    model = prepared('llama', 'rmsnorm', 'internal', 0.0).double()
+    assert all(m.gate is model.gate for m in model.tapered_norms())
+    fresh = GPT(model.config).double()
+    with pytest.raises(RuntimeError, match='start_taper'):
+        fresh.set_gate(0.5)
+    fresh.load_state_dict(model.state_dict())
+    assert fresh.started and all(not m.calibrating and not m.normalizing for m in fresh.tapered_norms())
+    idx = torch.randint(0, 64, (2, 10))
+    torch.testing.assert_close(fresh(idx)[0], model(idx)[0], rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match='already'):
+        fresh.start_taper()
+
+
+def test_parameter_counts_match_the_paper_sizes():
+    """App. C: depth 8, 16 heads, vocab 10k; d = 64/128/256/512 give about 1M/3M/9M/30M."""
+    sizes = {64: 1.0e6, 128: 3.0e6, 256: 9.0e6, 512: 30.0e6}
+    for d, paper in sizes.items():
+        n = GPT(GPTConfig(n_embd=d)).get_num_params()
+        assert abs(n - paper) / paper < 0.1, (d, n)
+
+
+def test_mfu_takes_the_peak_as_an_argument():
+    model = GPT(tiny_config())
+    assert model.estimate_mfu(1, 1.0, 1e12) == pytest.approx(2 * model.estimate_mfu(1, 1.0, 2e12))
