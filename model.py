@@ -11,10 +11,12 @@ Token vectors h are rows, as in the paper; nn.Linear stores W as (out, in), so x
 """
 
 import math
+import os
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
+import torch.distributed as dist
 import torch.nn.functional as F
 
 
@@ -96,18 +98,36 @@ class LayerNorm(nn.Module):
 
 
 class EMA(nn.Module):
-    """s <- (1 - mu) s + mu x, s(0) = 0, read with bias correction s / (1 - (1 - mu)^n) (App. A.5)."""
+    """
+    s <- (1 - mu) s + mu x, s(0) = 0, read with bias correction s / (1 - (1 - mu)^n) (App. A.5).
+    x is the batch mean of one optimizer step: forwards observe() their micro-batch mean, and
+    GPT.step_emas() averages those (over ranks too) and moves the EMA once, so mu means the same
+    under any gradient accumulation or number of GPUs.
+    """
 
     def __init__(self, rate):
         super().__init__()
         self.rate = rate
         self.register_buffer('value', torch.zeros(()))
         self.register_buffer('n', torch.zeros(()))
+        self.register_buffer('pending_sum', torch.zeros(()), persistent=False)
+        self.register_buffer('pending_count', torch.zeros(()), persistent=False)
 
     @torch.no_grad()
-    def update(self, x):
-        self.value.lerp_(x.detach().to(self.value.dtype), self.rate)
+    def observe(self, x):
+        self.pending_sum += x.detach().to(self.pending_sum.dtype)
+        self.pending_count += 1
+
+    def pending_mean(self):
+        return self.pending_sum / self.pending_count
+
+    @torch.no_grad()
+    def step(self, x=None):
+        """One EMA update with x, by default the mean of this step's observations."""
+        self.value.lerp_(self.pending_mean() if x is None else x, self.rate)
         self.n += 1
+        self.pending_sum.zero_()
+        self.pending_count.zero_()
 
     def corrected(self):
         if self.n.item() == 0:
@@ -150,8 +170,8 @@ class Taper:
     @torch.no_grad()
     def update_calibration(self, h):
         energy = (self.center(h) * self.weight).pow(2).sum(-1)  # |h D_gamma|^2 per token
-        self.ema_num.update((energy / self.scale(h).squeeze(-1)).mean())
-        self.ema_den.update(energy.mean())
+        self.ema_num.observe((energy / self.scale(h).squeeze(-1)).mean())
+        self.ema_den.observe(energy.mean())
 
     @torch.no_grad()
     def start_taper(self, delta=1e-8):
@@ -183,6 +203,19 @@ def baroni_loss(sigma, idx, eot_token, weight):
     keep[:, 0] = False
     sigma_hat = sigma[keep].mean().detach()
     return weight * (sigma - sigma_hat).pow(2).mean()
+
+
+def load_checkpoint(path, device='cpu'):
+    """A checkpoint dict written by train.py or fold.py, or one clear sentence why not."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:
+        raise ValueError(f"{path} could not be read as a checkpoint ({type(e).__name__})") from None
+    if not isinstance(ckpt, dict) or not {'model', 'model_args'} <= ckpt.keys():
+        raise ValueError(f"{path} is not a checkpoint of this repository (no model/model_args)")
+    return ckpt
 
 
 # -----------------------------------------------------------------------------
@@ -377,6 +410,24 @@ class GPT(nn.Module):
         self.taper_started.fill_(True)
         self.started = True
 
+    @torch.no_grad()
+    def step_emas(self):
+        """Call once per optimizer step while g = 1: moves every calibration EMA (and the s_tgt EMA)
+        by the mean of the step's micro-batches, averaged over DDP ranks."""
+        if self.started:
+            return
+        emas = [e for m in self.tapered_norms() for e in (m.ema_num, m.ema_den)]
+        if self.config.aux_loss == 'fixed':
+            emas.append(self.s_ema)
+        if not emas:
+            return
+        x = torch.stack([e.pending_mean() for e in emas])
+        if dist.is_available() and dist.is_initialized():
+            dist.all_reduce(x)  # gloo has no AVG
+            x /= dist.get_world_size()
+        for e, v in zip(emas, x):
+            e.step(v)
+
     def _sync_taper_flags(self):
         self.started, g = bool(self.taper_started.item()), self.gate.item()
         for m in self.tapered_norms():
@@ -421,7 +472,7 @@ class GPT(nn.Module):
             if self.started:
                 aux = fixed_target_loss(s, self.s_tgt, self.config.aux_weight)
             elif self.training:
-                self.s_ema.update(s.mean())  # s_tgt is tracked while g = 1 and applied after
+                self.s_ema.observe(s.mean())  # s_tgt is tracked while g = 1 and applied after
         elif self.config.aux_loss == 'baroni':
             aux = baroni_loss(s, idx, self.config.eot_token, self.config.aux_weight)
         loss = ce + aux
@@ -472,6 +523,35 @@ class GPT(nn.Module):
             if i + 1 < max_new_tokens:
                 logits = self.decode(next_id, torch.tensor([T + i], device=idx.device))
         return torch.cat(out, dim=1)
+
+    # --- checkpoints ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_checkpoint(cls, path, device='cpu', **expected):
+        """
+        Rebuild the model a checkpoint of train.py (or fold.py) holds, from its own config. path may
+        also be a checkpoint dict already loaded with load_checkpoint. expected names config fields
+        the caller relies on (e.g. arch='llama'); a checkpoint that differs, or is no checkpoint of
+        this repository, raises a ValueError of one sentence.
+        """
+        ckpt = path if isinstance(path, dict) else load_checkpoint(path, device)
+        path = 'the checkpoint' if isinstance(path, dict) else path
+        args = ckpt['model_args']
+        for key, value in expected.items():
+            if args.get(key) != value:
+                raise ValueError(f"{path} holds a model with {key}={args.get(key)!r}, "
+                                 f"not {key}={value!r}")
+        unknown = set(args) - set(GPTConfig.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"{path} was written with config fields this model.py does not know: "
+                             f"{sorted(unknown)}")
+        model = cls(GPTConfig(**args))
+        try:
+            model.load_state_dict(ckpt['model'])
+        except RuntimeError as e:
+            raise ValueError(f"{path}: its weights do not fit its own config "
+                             f"({str(e).splitlines()[1].strip()})") from None
+        return model.to(device)
 
     # --- loading HF GPT-2 -------------------------------------------------------------------
 

@@ -24,8 +24,15 @@ def calibrated(norm, steps=5, scale=3.0):
     norm.train()
     for _ in range(steps):
         norm(scale * torch.randn(4, 8, norm.weight.numel(), dtype=norm.weight.dtype))
+        step_layer_emas(norm)
     norm.start_taper()
     return norm
+
+
+def step_layer_emas(norm):
+    """What GPT.step_emas does after each optimizer step, for one stand-alone layer."""
+    norm.ema_num.step()
+    norm.ema_den.step()
 
 
 def set_layer_gate(norm, g):
@@ -133,6 +140,7 @@ def test_all_taper_model_at_gate_zero_computes_no_statistic(arch, norm):
         model.train()
         idx = torch.randint(0, 64, (2, 16))
         model(idx)
+        model.step_emas()
         model.start_taper()
         model.set_gate(0.0)
         model.eval()
@@ -158,6 +166,7 @@ def test_calibrated_c_is_the_least_squares_optimum(kind):
     stream = [(0.5 + k) * torch.randn(6, 5, D, dtype=torch.float64) + 0.3 * k for k in range(8)]
     for h in stream:
         norm(h)
+        step_layer_emas(norm)
     n = len(stream)
     weights = [mu * (1 - mu) ** (n - 1 - k) for k in range(n)]
 
@@ -183,11 +192,14 @@ def test_calibrated_c_is_the_least_squares_optimum(kind):
 
 
 def test_ema_bias_correction():
-    """App. A.5: after n updates from s = 0, s / (1 - (1 - mu)^n) is the normalized weighted mean."""
+    """App. A.5: after n steps from s = 0, s / (1 - (1 - mu)^n) is the normalized weighted mean of the
+    per-step batch means (the mean over a step's micro-batches)."""
     mu, xs = 0.1, torch.tensor([3.0, -1.0, 4.0, 1.5], dtype=torch.float64)
     ema = EMA(mu).double()
     for x in xs:
-        ema.update(x)
+        ema.observe(x + 1)  # two micro-batches of one step: their mean is x
+        ema.observe(x - 1)
+        ema.step()
     w = torch.tensor([mu * (1 - mu) ** (len(xs) - 1 - k) for k in range(len(xs))], dtype=torch.float64)
     assert ema.corrected().item() == pytest.approx((w * xs).sum().item() / w.sum().item(), rel=1e-12)
 
@@ -197,13 +209,14 @@ def test_ema_updates_only_in_training_at_gate_one():
     norm = TaperNorm(D, torch.ones(()))
     norm.eval()
     norm(torch.randn(2, 3, D))
-    assert norm.ema_num.n.item() == 0
+    assert norm.ema_num.pending_count.item() == 0
     calibrated(norm)
     c, n = norm.c.clone(), norm.ema_num.n.clone()
     set_layer_gate(norm, 0.5)
     norm.train()
     norm(torch.randn(2, 3, D))
-    assert norm.ema_num.n.item() == n.item() and norm.c.item() == c.item()
+    assert norm.ema_num.pending_count.item() == 0 and norm.ema_num.n.item() == n.item()
+    assert norm.c.item() == c.item()
     with pytest.raises(RuntimeError, match='already'):
         norm.start_taper()
 
@@ -313,6 +326,7 @@ def prepared(arch, norm, taper, gate, seed=0):
         model.train()
         for _ in range(3):
             model(torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16)))
+            model.step_emas()
         model.start_taper()
         model.set_gate(gate)
         with torch.no_grad():  # let gammatilde drift from gamma as training would
@@ -389,6 +403,7 @@ def test_fixed_target_is_frozen_bias_corrected_ema_of_prelogit_scale():
     for _ in range(4):
         idx = torch.randint(0, 64, (2, 16))
         _, loss, stats = model(idx, idx, return_stats=True)
+        model.step_emas()
         assert stats['aux'].item() == 0 and loss.item() == stats['ce'].item()
         means.append(stats['prelogit_scale'].item())
     model.start_taper()

@@ -1,0 +1,180 @@
+"""
+Training curves of several runs as the paper's Figures 1-2 (Sec. 4.1), read from each run's log.jsonl.
+
+    python plot.py out/base_s0 out/base_s1 out/itaper_s0 out/ataper_s0 --out_dir assets
+
+writes loss.png (Fig. 1a), logit_norm.png (Fig. 1b) and grad_norms.png (Fig. 2). Runs whose configs
+name the same setting are seeds of it: each setting is drawn as the median over seeds with a shaded
+2.5-97.5 percentile band, as in the paper. Settings without a final norm (All-Taper) are dashed.
+Train curves are EMA-smoothed per run (--smooth) before the median; val losses are drawn raw.
+"""
+import argparse
+import json
+import os
+
+import numpy as np
+import matplotlib
+matplotlib.use("Agg")  # files only, no display needed
+import matplotlib.pyplot as plt
+
+TAPER_LABELS = {"none": "Baseline", "internal": "Internal-Taper", "all": "All-Taper"}
+AUX_LABELS = {"none": "", "fixed": " (+aux)", "baroni": " (+Baroni aux)"}
+# Fig. 2 panels: log key -> weight type; each is a gradient norm averaged over the blocks
+GRAD_PANELS = {"grad_q": "q", "grad_k": "k", "grad_v": "v", "grad_o": "o",
+               "grad_mlp_in": "mlp in", "grad_mlp_out": "mlp out", "grad_norms": "norms"}
+
+
+def load_run(run_dir):
+    """Label, taper and log rows of one run: train rows carry 'lr', eval rows carry 'val_loss'."""
+    if not os.path.isdir(run_dir):
+        raise SystemExit(f"run directory {run_dir} not found; pass the out_dir of a train.py run.")
+    config_path, log_path = os.path.join(run_dir, "config.json"), os.path.join(run_dir, "log.jsonl")
+    for path in (config_path, log_path):
+        if not os.path.isfile(path):
+            raise SystemExit(f"{path} not found; pass the out_dir of a train.py run.")
+    with open(config_path) as f:
+        config = json.load(f)
+    if config.get("taper") not in TAPER_LABELS or config.get("aux_loss") not in AUX_LABELS:
+        raise SystemExit(f"{config_path} needs taper in {list(TAPER_LABELS)} "
+                         f"and aux_loss in {list(AUX_LABELS)}.")
+    train, evals = [], []
+    with open(log_path) as f:
+        for n, line in enumerate(f, 1):
+            try:
+                row = json.loads(line) if line.strip() else {}
+            except json.JSONDecodeError:
+                raise SystemExit(f"{log_path} line {n} is not valid JSON; fix or delete that line.")
+            if "lr" in row:
+                train.append(row)
+            elif "val_loss" in row:
+                evals.append(row)
+    if not train:
+        raise SystemExit(f"{log_path} has no training rows yet; plot it after the first log interval.")
+    label = TAPER_LABELS[config["taper"]] + AUX_LABELS[config["aux_loss"]]
+    return dict(label=label, taper=config["taper"], train=train, evals=evals)
+
+
+def group_runs(runs):
+    """Runs with the same label are seeds of one setting; settings keep the order they were given in."""
+    groups = {}
+    for run in runs:
+        groups.setdefault(run["label"], []).append(run)
+    return groups
+
+
+def ema(values, smooth):
+    """Exponential moving average, bias-corrected so the curve does not start near zero."""
+    out, avg = np.empty(len(values)), 0.0
+    for i, v in enumerate(values):
+        avg = smooth * avg + (1 - smooth) * v
+        out[i] = avg / (1 - smooth ** (i + 1))
+    return out
+
+
+def aggregate(row_lists, key, smooth=0.0):
+    """Median and 2.5 / 97.5 percentiles over seeds of one key, on the steps every seed logged."""
+    curves = []
+    for rows in row_lists:
+        points = [(r["iter"], r[key]) for r in rows if r.get(key) is not None]  # early rows may lack it
+        steps, values = zip(*points) if points else ((), ())
+        if smooth > 0 and values:
+            values = ema(values, smooth)
+        curves.append(dict(zip(steps, values)))
+    shared = sorted(set.intersection(*(set(c) for c in curves)))
+    if not shared:
+        return None
+    y = np.array([[c[s] for s in shared] for c in curves])  # (seeds, steps)
+    return np.array(shared), np.median(y, 0), np.percentile(y, 2.5, 0), np.percentile(y, 97.5, 0)
+
+
+def plot_metric(ax, groups, key, smooth=0.0):
+    """One line per setting (median over seeds) with its percentile band; returns (steps, values) drawn."""
+    drawn = []
+    for i, (label, runs) in enumerate(groups.items()):
+        agg = aggregate([r["train"] for r in runs], key, smooth)
+        if agg is None:
+            continue
+        steps, median, lo, hi = agg
+        linestyle = "--" if runs[0]["taper"] == "all" else "-"  # no final norm, as in the paper
+        name = label if len(runs) == 1 else f"{label} ({len(runs)} seeds)"
+        ax.plot(steps, median, color=f"C{i}", linestyle=linestyle, linewidth=1.2, label=name)
+        if len(runs) > 1:
+            ax.fill_between(steps, lo, hi, color=f"C{i}", alpha=0.2, linewidth=0)
+        drawn.append([np.r_[steps, steps], np.r_[lo, hi]])
+    ax.grid(alpha=0.3)
+    return np.concatenate(drawn, 1) if drawn else np.empty((2, 0))
+
+
+def save(fig, out_dir, name):
+    path = os.path.join(out_dir, name)
+    fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    print(f"wrote {path}")
+    return path
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Plot the paper's Figures 1-2 from training logs.")
+    parser.add_argument("run_dirs", nargs="+", help="out_dir of each training run")
+    parser.add_argument("--out_dir", default="assets")
+    parser.add_argument("--smooth", type=float, default=0.9, help="EMA factor for train curves, 0 = none")
+    parser.add_argument("--prefix", default="", help="prepended to each PNG name")
+    parser.add_argument("--labels", help="comma-separated labels, one per run_dir, replacing the config's")
+    args = parser.parse_args(argv)
+    if not 0 <= args.smooth < 1:
+        raise SystemExit(f"--smooth must be in [0, 1), got {args.smooth}.")
+    runs = [load_run(d) for d in args.run_dirs]
+    if args.labels is not None:
+        labels = args.labels.split(",")
+        if len(labels) != len(runs):
+            raise SystemExit(f"--labels has {len(labels)} entries but {len(runs)} run dirs were given.")
+        for run, label in zip(runs, labels):
+            run["label"] = label.strip()
+    groups = group_runs(runs)
+    os.makedirs(args.out_dir, exist_ok=True)
+    written = []
+
+    # Fig. 1a: train CE (what is compared; the aux loss is logged apart), val loss as markers
+    fig, ax = plt.subplots(figsize=(6, 4))
+    steps, values = plot_metric(ax, groups, "loss", args.smooth)
+    for i, runs in enumerate(groups.values()):
+        agg = aggregate([r["evals"] for r in runs], "val_loss")
+        if agg is not None:
+            ax.plot(agg[0], agg[1], "o", color=f"C{i}", markersize=4)
+    ax.plot([], [], "o", color="gray", markersize=4, label="val loss")
+    if len(values):  # the first tenth's loss would squash the ~1% gaps the figure is about; zoom past it
+        lo, hi = values.min(), values[steps >= 0.1 * steps.max()].max()
+        ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+    smoothed = f", EMA {args.smooth}" if args.smooth > 0 else ""
+    ax.set(xlabel="step", ylabel="cross-entropy", title=f"Training loss (median over seeds{smoothed})")
+    ax.legend()
+    written.append(save(fig, args.out_dir, f"{args.prefix}loss.png"))
+
+    # Fig. 1b: logit chasing shows as growth over orders of magnitude, hence log y when the range is wide
+    fig, ax = plt.subplots(figsize=(6, 4))
+    _, values = plot_metric(ax, groups, "logit_norm", args.smooth)
+    if len(values) and values.min() > 0 and values.max() / values.min() > 20:
+        ax.set_yscale("log")
+    ax.set(xlabel="step", ylabel="mean logit $\\ell_2$ norm",
+           title="Mean logit $\\ell_2$ norm (dashed: no final norm)")
+    ax.legend()
+    written.append(save(fig, args.out_dir, f"{args.prefix}logit_norm.png"))
+
+    # Fig. 2: one panel per weight type; the eighth cell holds the shared legend
+    fig, axes = plt.subplots(2, 4, figsize=(13, 6), sharex=True)
+    for ax, (key, name) in zip(axes.flat, GRAD_PANELS.items()):
+        plot_metric(ax, groups, key, args.smooth)
+        ax.set_yscale("log")
+        ax.set_title(name)
+    fig.supxlabel("step")
+    fig.supylabel("gradient norm")
+    axes.flat[-1].axis("off")
+    axes.flat[-1].legend(*axes.flat[0].get_legend_handles_labels(), loc="center")
+    fig.suptitle("Gradient norm by weight type, averaged over blocks (dashed: no final norm)")
+    fig.tight_layout()
+    written.append(save(fig, args.out_dir, f"{args.prefix}grad_norms.png"))
+    return written
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""
+The scripts, end to end on real TinyStories text (../shared/data): data preparation, training in
+every setting of the paper, exact resume, DDP, the errors a user can cause, and the figures.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import prepare_tinystories
+from model import GPT
+
+ROOT = Path(__file__).resolve().parent
+SHARED = ROOT.parent / 'shared' / 'data'
+TINY = ['--device=cpu', '--vocab_size=512', '--n_layer=2', '--n_head=4', '--n_embd=64',
+        '--block_size=64', '--batch_size=8', '--max_iters=40', '--warmup_iters=8', '--taper_start=8',
+        '--taper_end=32', '--lr_decay_iters=40', '--eval_interval=20', '--eval_iters=4',
+        '--log_interval=4', '--learning_rate=3e-3']
+
+
+def run(script, *args, torchrun=0, check=True):
+    launcher = [sys.executable]
+    if torchrun:
+        launcher += ['-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={torchrun}']
+    proc = subprocess.run(launcher + [str(ROOT / script), *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def train_defaults():
+    """train.py's defaults: the block between its two rulers, run on its own."""
+    ruler = '# ' + '-' * 77
+    namespace = {}
+    exec((ROOT / 'train.py').read_text().split(ruler)[1], namespace)
+    return {k: v for k, v in namespace.items() if not k.startswith('_')}
+
+
+def read_log(out_dir):
+    rows = [json.loads(line) for line in open(Path(out_dir) / 'log.jsonl')]
+    return [r for r in rows if 'lr' in r], [r for r in rows if 'val_loss' in r]
+
+
+@pytest.fixture(scope='module')
+def data_dir(tmp_path_factory):
+    """prepare_tinystories.py on the local sample, with a 512-token vocab."""
+    out = tmp_path_factory.mktemp('tinystories512')
+    prepare_tinystories.main(['--input_file', str(SHARED / 'tinystories' / 'train_sample.txt'),
+                              '--val_file', str(SHARED / 'tinystories' / 'valid_sample.txt'),
+                              '--vocab_size', '512', '--out_dir', str(out), '--num_proc', '2'])
+    return out
+
+
+def test_prepare_tinystories(data_dir, capsys):
+    import sentencepiece as spm
+    meta = json.load(open(data_dir / 'meta.json'))
+    assert meta['vocab_size'] == 512 and meta['bos_id'] == 1
+    sp = spm.SentencePieceProcessor(model_file=str(data_dir / meta['tokenizer_model']))
+    val = np.memmap(data_dir / 'val.bin', dtype=np.uint16, mode='r')
+    assert len(val) == meta['val_tokens'] > 100_000 and val[0] == 1 and val.max() < 512
+    text = (SHARED / 'tinystories' / 'valid_sample.txt').read_text()
+    assert sp.decode(val[1:60].tolist()) in text  # the first paragraph comes back
+    prepare_tinystories.main(['--input_file', str(SHARED / 'tinystories' / 'train_sample.txt'),
+                              '--val_file', str(SHARED / 'tinystories' / 'valid_sample.txt'),
+                              '--vocab_size', '512', '--out_dir', str(data_dir)])
+    assert capsys.readouterr().out.count('skip') >= 3  # idempotent: nothing is redone
+
+
+SETTINGS = {  # name: (taper, aux_loss)
+    'baseline': ('none', 'none'),
+    'internal_aux': ('internal', 'fixed'),
+    'internal': ('internal', 'none'),
+    'all_aux': ('all', 'fixed'),
+    'all': ('all', 'none'),
+}
+
+
+@pytest.fixture(scope='module')
+def runs(data_dir, tmp_path_factory):
+    """A tiny model trained for 40 steps in each setting, from the same seed and data order."""
+    root = tmp_path_factory.mktemp('runs')
+    for name, (taper, aux) in SETTINGS.items():
+        run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root / name}',
+            f'--taper={taper}', f'--aux_loss={aux}')
+    return root
+
+
+@pytest.mark.parametrize('name', list(SETTINGS))
+def test_training_in_each_setting(runs, name):
+    """Loss falls; the gate follows g(k) to 0; c is frozen from taper_start on; tapered models are
+    evaluated at g = 0 once the taper has started."""
+    taper, aux = SETTINGS[name]
+    train, evals = read_log(runs / name)
+    drop = 0.5 if (taper, aux) != ('all', 'none') else 0.0  # no anchor: fragile, as the paper says
+    assert train[-1]['loss'] < train[0]['loss'] - drop
+    assert evals[-1]['val_loss'] < evals[0]['val_loss'] - drop
+    if taper == 'none':
+        assert all(r['gate'] == 1.0 and r['c'] == [] for r in train)
+        return
+    assert [r['gate'] for r in train if r['iter'] < 8] == [1.0] * 2
+    assert train[-1]['gate'] == 0.0 and evals[-1]['eval_gate'] == 0.0
+    assert evals[0]['eval_gate'] == 1.0  # before taper start c is not calibrated yet
+    cs = [r['c'] for r in train if r['iter'] >= 8]
+    assert all(c == cs[0] for c in cs) and len(cs[0]) == 4 + (taper == 'all')
+    assert [r['c'] for r in train if r['iter'] < 8][0] == [0.0] * len(cs[0])
+    s_tgt = {r['s_tgt'] for r in train if r['iter'] >= 8}
+    assert len(s_tgt) == 1 and (s_tgt.pop() > 0) == (aux == 'fixed')
+    model = GPT.from_checkpoint(str(runs / name / 'ckpt.pt'))
+    assert model.gate.item() == 0.0 and model.started
+
+
+def test_all_taper_without_aux_chases_logits(runs):
+    """Prop. 2 in training: without an anchor, All-Taper's logit norm runs far past the anchored runs'."""
+    peak = {name: max(r['logit_norm'] for r in read_log(runs / name)[0]) for name in SETTINGS}
+    assert peak['all'] > 2 * max(peak['all_aux'], peak['internal_aux'], peak['baseline']), peak
+
+
+def test_resume_continues_the_same_run_bitwise(data_dir, tmp_path):
+    """20 steps, resume, 20 steps = 40 straight steps: identical weights, optimizer and log."""
+    straight, split = tmp_path / 'straight', tmp_path / 'split'
+    common = [*TINY, f'--data_dir={data_dir}', '--taper=all', '--aux_loss=fixed']
+    run('train.py', *common, f'--out_dir={straight}')
+    run('train.py', *common, f'--out_dir={split}', '--max_iters=20')  # same schedules: ends at 20
+    run('train.py', *common, f'--out_dir={split}', '--init_from=resume')
+    a = torch.load(straight / 'ckpt.pt', weights_only=True)
+    b = torch.load(split / 'ckpt.pt', weights_only=True)
+    assert a['iter_num'] == b['iter_num'] == 40
+    for key in a['model']:
+        assert torch.equal(a['model'][key], b['model'][key]), key
+    for sa, sb in zip(a['optimizer']['state'].values(), b['optimizer']['state'].values()):
+        assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    (train_a, evals_a), (train_b, evals_b) = read_log(straight), read_log(split)
+    assert [r['iter'] for r in train_a] == [r['iter'] for r in train_b]  # the log continues, no repeats
+    assert [r['loss'] for r in train_a] == [r['loss'] for r in train_b]
+    assert [r['val_loss'] for r in evals_a] == [r['val_loss'] for r in evals_b]
+
+
+def test_ddp_matches_one_process(data_dir, tmp_path):
+    """torchrun with 2 gloo ranks, each drawing its own half of the batch, follows the loss curve of
+    one process with the same global batch (2 micro-batches of accumulation)."""
+    common = [*TINY, f'--data_dir={data_dir}', '--taper=internal', '--aux_loss=fixed',
+              '--gradient_accumulation_steps=2', '--max_iters=24']
+    run('train.py', *common, f'--out_dir={tmp_path / "one"}')
+    run('train.py', *common, f'--out_dir={tmp_path / "two"}', torchrun=2)
+    one, two = read_log(tmp_path / 'one'), read_log(tmp_path / 'two')
+    for rows_one, rows_two in zip(one, two):
+        assert len(rows_one) == len(rows_two) > 2
+        for r1, r2 in zip(rows_one, rows_two):
+            assert r1['loss'] == pytest.approx(r2['loss'], rel=1e-5, abs=1e-5)
+    assert one[0][-1]['c'] == pytest.approx(two[0][-1]['c'], rel=1e-5)
+
+
+def test_user_errors_give_one_sentence(data_dir, tmp_path):
+    """A typo in a config key, a missing data folder, a NaN loss and an incompatible checkpoint each
+    stop with one line that says what to do; the last good checkpoint survives the NaN."""
+    cases = [
+        ([f'--data_dir={data_dir}', '--learing_rate=1e-3'], "unknown config key 'learing_rate'",
+         "did you mean 'learning_rate'"),
+        (['--data_dir=' + str(tmp_path / 'nodata')], 'not found', 'prepare_tinystories.py'),
+        ([f'--data_dir={data_dir}', '--learning_rate=1e30'], 'training loss is nan', 'is kept'),
+    ]
+    for args, *phrases in cases:
+        proc = run('train.py', *TINY, f'--out_dir={tmp_path / "out"}', *args, check=False)
+        last = proc.stderr.strip().splitlines()[-1]
+        assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr
+        assert all(p in last for p in phrases), last
+    kept = torch.load(tmp_path / 'out' / 'ckpt.pt', weights_only=True)
+    assert kept['iter_num'] == 0 and all(torch.isfinite(v).all() for v in kept['model'].values()
+                                         if v.is_floating_point())
+    proc = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "out"}',
+               '--init_from=resume', '--n_embd=32', check=False)
+    assert 'cannot resume' in proc.stderr and 'n_embd=64' in proc.stderr and 'Traceback' not in proc.stderr
+    with pytest.raises(ValueError, match="arch='llama', not arch='gpt2'"):
+        GPT.from_checkpoint(str(tmp_path / 'out' / 'ckpt.pt'), arch='gpt2')
+    (tmp_path / 'junk.pt').write_bytes(b'not a checkpoint')
+    with pytest.raises(ValueError, match='could not be read'):
+        GPT.from_checkpoint(str(tmp_path / 'junk.pt'))
+
+
+def test_config_files_parse_and_read_like_the_paper():
+    """Every TinyStories config of the paper exists and sets the paper's row (App. C)."""
+    from configurator import configure
+    steps = {64: 500_000, 128: 500_000, 256: 750_000, 512: 1_000_000}
+    for d, n in steps.items():
+        for name, taper in (('baseline', 'none'), ('taper_internal', 'internal'), ('taper_all', 'all')):
+            cfg = configure(train_defaults(), [str(ROOT / 'config' / f'{name}_{d}.py')])
+            assert (cfg['n_embd'], cfg['max_iters'], cfg['taper']) == (d, n, taper)
+            assert cfg['warmup_iters'] == n // 20 and cfg['learning_rate'] == 3e-4
+            assert cfg['batch_size'] * cfg['gradient_accumulation_steps'] == 16
+            assert cfg['ema_rate'] == 0.01 and cfg['aux_loss'] == ('none' if taper == 'none' else 'fixed')
+            if taper != 'none':
+                assert (cfg['taper_start'], cfg['taper_end']) == (n // 20, n)
+
+
+def test_plot_makes_the_papers_figures(runs, tmp_path):
+    import plot
+    written = plot.main([str(runs / name) for name in SETTINGS] + ['--out_dir', str(tmp_path)])
+    assert {Path(p).name for p in written} == {'loss.png', 'logit_norm.png', 'grad_norms.png'}
+    assert all(os.path.getsize(p) > 10_000 for p in written)
