@@ -478,9 +478,10 @@ class GPT(nn.Module):
         loss = ce + aux
         if not return_stats:
             return logits, loss
-        stats = dict(ce=ce.detach(), aux=aux.detach(), prelogit_scale=s.detach().mean(),
-                     logit_norm=logits.detach().float().norm(dim=-1).mean())
-        return logits, loss, stats
+        # One stacked tensor, detached once: under torch.compile, returning ce.detach() beside
+        # loss = ce + aux drops the loss's autograd graph.
+        values = torch.stack([ce, aux, s.mean(), logits.float().norm(dim=-1).mean()]).detach()
+        return logits, loss, dict(zip(('ce', 'aux', 'prelogit_scale', 'logit_norm'), values.unbind()))
 
     # --- decoding with a static KV cache (gpt-fast style) --------------------------------------
 

@@ -445,3 +445,38 @@ def test_parameter_counts_match_the_paper_sizes():
 def test_mfu_takes_the_peak_as_an_argument():
     model = GPT(tiny_config())
     assert model.estimate_mfu(1, 1.0, 1e12) == pytest.approx(2 * model.estimate_mfu(1, 1.0, 2e12))
+
+
+def test_compiled_model_matches_eager_and_gate_changes_do_not_recompile():
+    """torch.compile trains like eager mode in every phase: at g = 1 (calibration EMAs observed inside
+    the graph, L_aux still zero) and while tapering (the stats must not cut the loss's graph); a new
+    gate value is a new tensor value, not a new graph."""
+    import copy
+    import torch._dynamo
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    eager = GPT(tiny_config(taper='all', aux_loss='fixed')).train()
+    model = copy.deepcopy(eager)
+    compiled = torch.compile(model)
+    idx = torch.randint(0, 64, (2, 16))
+    for phase in ('calibrating', 'tapering'):
+        _, loss, stats = eager(idx, idx, return_stats=True)
+        _, closs, cstats = compiled(idx, idx, return_stats=True)
+        loss.backward()
+        closs.backward()
+        torch.testing.assert_close(closs, loss, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(cstats['ce'], stats['ce'], rtol=1e-5, atol=1e-5)
+        for p, q in zip(model.parameters(), eager.parameters()):
+            assert (p.grad is None) == (q.grad is None), phase
+            if p.grad is not None:
+                torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+        if phase == 'calibrating':
+            for m in (eager, model):
+                m.step_emas()
+                m.start_taper()
+                m.set_gate(0.5)
+            torch.testing.assert_close(model.transformer.ln_f.c, eager.transformer.ln_f.c)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for g in (0.4, 0.1):
+            model.set_gate(g)
+            compiled(idx, idx, return_stats=True)
