@@ -37,6 +37,13 @@ class GPTConfig:
     aux_weight: float = 0.1      # lambda
     eot_token: int = -1          # end-of-text id, excluded from the Baroni target (-1: none)
     rope_theta: float = 10000.0
+    folded: bool = False         # fold.py's output: tapered norms are identities, their g = 0 maps
+                                 # live in the next linear layers (and an untied head for All-Taper)
+
+    @property
+    def norm_bias(self):
+        """beta exists: GPT-2's LayerNorm."""
+        return self.arch == 'gpt2' and self.norm == 'layernorm'
 
     def __post_init__(self):
         choices = dict(arch=('llama', 'gpt2'), norm=('rmsnorm', 'layernorm'),
@@ -162,7 +169,7 @@ class Taper:
             if self.training:
                 self.update_calibration(h)
             return super().forward(h)
-        y = self.affine(self.c * self.center(h), self.taper_weight)  # the g = 0 map
+        y = self.affine(self.center(h), self.c * self.taper_weight)  # the g = 0 map, one scaling
         if self.normalizing:
             y = torch.lerp(y, super().forward(h), self.gate)         # g Norm(h) + (1 - g) y
         return y
@@ -299,9 +306,11 @@ class SwiGLU(nn.Module):
 
 def make_norm(config, tapered, gate):
     plain = RMSNorm if config.norm == 'rmsnorm' else LayerNorm
-    kwargs = dict(eps=config.norm_eps, bias=config.arch == 'gpt2')
+    kwargs = dict(eps=config.norm_eps, bias=config.norm_bias)
     if not tapered:
         return plain(config.n_embd, **kwargs)
+    if config.folded:
+        return nn.Identity()
     taper = TaperNorm if config.norm == 'rmsnorm' else TaperLN
     return taper(config.n_embd, gate, ema_rate=config.ema_rate, **kwargs)
 
@@ -349,8 +358,12 @@ class GPT(nn.Module):
             angles = torch.outer(torch.arange(config.block_size).float(), inv_freq).repeat(1, 2)
             self.register_buffer('rope_cos', angles.cos(), persistent=False)  # (block_size, hs)
             self.register_buffer('rope_sin', angles.sin(), persistent=False)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        self.transformer.wte.weight = self.lm_head.weight  # tied head
+        # A folded All-Taper model carries the final g = 0 map in its head, so the head is its own
+        # matrix (with beta folded into a bias for GPT-2).
+        folded_head = config.folded and config.taper == 'all'
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=folded_head and config.norm_bias)
+        if not folded_head:
+            self.transformer.wte.weight = self.lm_head.weight  # tied head
         self.causal_mask = None
         self.started = False  # Python copy of taper_started, read every step without a device sync
         self.apply(self._init_weights)

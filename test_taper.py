@@ -480,3 +480,77 @@ def test_compiled_model_matches_eager_and_gate_changes_do_not_recompile():
         for g in (0.4, 0.1):
             model.set_gate(g)
             compiled(idx, idx, return_stats=True)
+
+
+# --- folding (Sec. 3.3, App. B) --------------------------------------------------------------------
+
+FOLD_CASES = [('llama', 'rmsnorm', 'internal'), ('llama', 'rmsnorm', 'all'),
+              ('gpt2', 'layernorm', 'internal'), ('gpt2', 'layernorm', 'all')]
+
+
+def tapered_at_zero(arch, norm, taper):
+    """A tapered model at g = 0 whose gammatilde and beta have moved away from their start."""
+    model = prepared(arch, norm, taper, 0.0)
+    with torch.no_grad():
+        for m in model.tapered_norms():
+            if getattr(m, 'bias', None) is not None:
+                m.bias.add_(0.3 * torch.randn_like(m.bias))
+    return model
+
+
+@pytest.mark.parametrize('arch,norm,taper', FOLD_CASES)
+def test_folding_does_not_change_the_function(arch, norm, taper):
+    """Folding the g = 0 maps into the next linear layers (W D_{c gammatilde}; TaperLN also
+    W (I - 11^T/d) and b + W beta) gives the g = 0 model's logits, and the folded model holds no
+    per-token normalization in its blocks (All-Taper: none at all)."""
+    from fold import fold_model, max_logit_diff
+    model = tapered_at_zero(arch, norm, taper)
+    folded = fold_model(model)
+    assert max_logit_diff(model, folded) < 1e-5
+    assert all(isinstance(b.ln_1, torch.nn.Identity) and isinstance(b.ln_2, torch.nn.Identity)
+               for b in folded.transformer.h)
+    assert folded.tapered_norms() == []
+    with OpRecorder() as rec:
+        folded(torch.randint(0, 64, (2, 16)))
+    found = [op for op in statistic_ops(rec.ops) if 'norm' in op or 'sqrt' in op]
+    assert len(found) == (taper == 'internal'), found  # Internal keeps its final norm
+    if taper == 'all':
+        assert folded.lm_head.weight is not folded.transformer.wte.weight  # the head is untied
+
+
+@pytest.mark.parametrize('arch,norm,taper', FOLD_CASES)
+def test_folded_decoding_equals_gate_zero_decoding(arch, norm, taper):
+    """With the KV cache, the folded model decodes exactly as the g = 0 model."""
+    from fold import fold_model
+    model = tapered_at_zero(arch, norm, taper)
+    folded = fold_model(model).eval()
+    idx = torch.randint(0, 64, (2, 6))
+    assert torch.equal(folded.generate(idx, 20, temperature=0), model.generate(idx, 20, temperature=0))
+    model.setup_cache(2, 6)
+    folded.setup_cache(2, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(folded.decode(idx, torch.arange(6)), model.decode(idx, torch.arange(6)),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_fold_refuses_what_is_not_a_fixed_map():
+    from fold import fold_model
+    with pytest.raises(ValueError, match='not 0'):
+        fold_model(prepared('llama', 'rmsnorm', 'internal', 0.3))
+    with pytest.raises(ValueError, match='Baseline'):
+        fold_model(prepared('llama', 'rmsnorm', 'none', 1.0))
+
+
+def test_folded_all_taper_gpt2_exports_to_transformers(tmp_path):
+    """Beyond the paper: an All-TaperLN GPT-2 at g = 0 exported for GPT2LMHeadModel (every LayerNorm a
+    fixed affine map through eps = 1e12) gives our logits."""
+    from transformers import GPT2LMHeadModel
+    from fold import export_hf
+    model = tapered_at_zero('gpt2', 'layernorm', 'all')
+    export_hf(model, tmp_path)
+    hf = GPT2LMHeadModel.from_pretrained(tmp_path).eval()
+    idx = torch.randint(0, 64, (2, 30))
+    with torch.no_grad():
+        assert (hf(idx).logits - model(idx)[0]).abs().max().item() < 1e-5
+    with pytest.raises(ValueError, match='All-TaperLN'):
+        export_hf(tapered_at_zero('gpt2', 'layernorm', 'internal'), tmp_path / 'no')

@@ -5,6 +5,7 @@ every setting of the paper, exact resume, DDP, the errors a user can cause, and 
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -204,3 +205,54 @@ def test_plot_makes_the_papers_figures(runs, tmp_path):
     written = plot.main([str(runs / name) for name in SETTINGS] + ['--out_dir', str(tmp_path)])
     assert {Path(p).name for p in written} == {'loss.png', 'logit_norm.png', 'grad_norms.png'}
     assert all(os.path.getsize(p) > 10_000 for p in written)
+
+
+# --- fold.py, sample.py, bench.py ------------------------------------------------------------------
+
+@pytest.mark.parametrize('name', ['internal_aux', 'all_aux'])
+def test_fold_script_on_a_trained_run(runs, name):
+    """fold.py writes a folded checkpoint beside the trained one, prints |delta logits| < 1e-5, and
+    the folded checkpoint loads through the same loader."""
+    proc = run('fold.py', f'--out_dir={runs / name}')
+    diff = float(re.search(r'\| = (\S+) on random tokens', proc.stdout).group(1))
+    assert diff < 1e-5, proc.stdout
+    folded = GPT.from_checkpoint(str(runs / name / 'ckpt_folded.pt'))
+    assert folded.config.folded and folded.tapered_norms() == []
+
+
+def test_fold_script_refuses_a_baseline(runs):
+    proc = run('fold.py', f'--out_dir={runs / "baseline"}', check=False)
+    assert proc.returncode != 0 and 'Traceback' not in proc.stderr
+    assert 'no tapered norm' in proc.stderr.strip().splitlines()[-1]
+
+
+def test_sample_script_decodes_with_the_runs_tokenizer(runs):
+    """sample.py prints text from a checkpoint and from its folded version; greedy decoding gives the
+    same text from both (the folded model is the g = 0 model)."""
+    run('fold.py', f'--out_dir={runs / "internal_aux"}')
+    common = [f'--out_dir={runs / "internal_aux"}', '--device=cpu', '--num_samples=2',
+              '--max_new_tokens=20', '--temperature=0', '--start=Once upon a time']
+    plain = run('sample.py', *common).stdout
+    folded = run('sample.py', *common, '--ckpt=ckpt_folded.pt').stdout
+    texts = [t.strip() for t in plain.split('---------------') if t.strip()]
+    assert len(texts) == 2 and all(t.split('\n')[-1].startswith('Once upon a time') for t in texts)
+    assert len(texts[0]) > len('Once upon a time') + 10
+    assert folded.replace('sampling the tapered model at g = 0\n', '') == \
+        plain.replace('sampling the tapered model at g = 0\n', '')
+    sampled = run('sample.py', f'--out_dir={runs / "internal_aux"}', '--device=cpu', '--num_samples=1',
+                  '--max_new_tokens=10', '--top_k=5', '--start=FILE:' + str(SHARED / 'tinystories' / 'valid_sample.txt'),
+                  check=False)
+    assert sampled.returncode != 0 and 'shorten --start' in sampled.stderr  # a prompt beyond the context
+
+
+def test_bench_script_runs_and_its_json_parses():
+    proc = run('bench.py', '--device=cpu', '--n_layer=2', '--n_embd=64', '--n_head=4', '--vocab_size=100',
+               '--batch_size=2', '--prompt_len=16', '--max_new_tokens=8', '--repeats=1')
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])['rows']
+    assert {r['variant'] for r in rows} == {'baseline', 'unfused', 'fused'}
+    assert all(r['mode'] == 'eager' and r['batch_size'] == 2 and r['prompt_len'] == 16 and r['tok_per_s'] > 0
+               for r in rows)
+    fused_only = run('bench.py', '--fused', '--device=cpu', '--n_layer=2', '--n_embd=64', '--n_head=4',
+                     '--vocab_size=100', '--batch_size=1', '--prompt_len=16', '--max_new_tokens=4', '--repeats=1')
+    assert {r['variant'] for r in json.loads(fused_only.stdout.strip().splitlines()[-1])['rows']} == \
+        {'baseline', 'fused'}

@@ -1,0 +1,238 @@
+"""
+KV-cached decoding throughput, the paper's Table 2 (Sec. 4.2): Baseline (RMSNorm), Internal-Taper
+unfused (the g = 0 scalings as explicit elementwise ops) and Internal-Taper fused (folded into the
+weights, norms gone).
+
+    python bench.py                          # the paper's table (B = 1, 4; T = 128, 256), eager
+    python bench.py --fused                  # fused vs Baseline only
+    python bench.py --compile --cuda_graph   # also torch.compile, a captured decode step, and both
+    python bench.py --batch_size=1 --prompt_len=128 --device=cpu --hf   # + transformers' Llama
+
+The model is the 30M d = 512 TinyStories config with random weights (speed does not depend on their
+values), or --ckpt=path for a tapered checkpoint. bf16 + TF32 on CUDA, float32 on the CPU. Each row:
+a warm-up, then `repeats` timed generations of max_new_tokens greedy tokens after a prompt of
+prompt_len; prefill and decode are timed apart, the device synchronized before each clock read, and
+the median reported. tok/s = generated tokens x batch / decode time. How much folding buys depends
+on launch overhead, so every mode gets its own table. The last line is JSON for scripts.
+"""
+
+import json
+import statistics
+import sys
+import time
+from dataclasses import replace
+
+import torch
+
+from fold import fold_model
+from model import GPT, GPTConfig
+
+# -----------------------------------------------------------------------------
+ckpt = ''                 # a tapered checkpoint; default: the config below with random weights
+n_layer = 8
+n_head = 16
+n_embd = 512
+vocab_size = 10000
+block_size = 512
+batch_size = 0            # 0: the paper's 1 and 4
+prompt_len = 0            # 0: the paper's 128 and 256
+max_new_tokens = 128
+repeats = 5
+fused = False             # the shortcut: Baseline and fused only
+compile = False           # add a torch.compile table
+cuda_graph = False        # add a table with the whole decode step captured as one CUDA graph
+hf = False                # also time transformers' LlamaForCausalLM.generate on the Baseline config
+device = 'cuda' if torch.cuda.is_available() else 'cpu'
+seed = 0
+# -----------------------------------------------------------------------------
+config_keys = [k for k, v in globals().items()
+               if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, type(None)))]
+from configurator import configure  # noqa: E402
+
+globals().update(configure({k: globals()[k] for k in config_keys}, sys.argv[1:]))
+# -----------------------------------------------------------------------------
+if device.startswith('cuda') and not torch.cuda.is_available():
+    raise SystemExit("CUDA is not available on this machine: run with --device=cpu")
+if cuda_graph and not device.startswith('cuda'):
+    raise SystemExit("--cuda_graph needs a CUDA device")
+on_cuda = device.startswith('cuda')
+dtype = torch.bfloat16 if on_cuda else torch.float32
+if on_cuda:
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+torch._dynamo.config.recompile_limit = 64  # decode compiles once per variant and batch shape
+torch.manual_seed(seed)
+
+
+def sync():
+    if on_cuda:
+        torch.cuda.synchronize()
+
+
+@torch.no_grad()
+def build_variants():
+    """{'baseline', 'unfused', 'fused'} -> GPT, on the device in the benchmark dtype."""
+    if ckpt:
+        try:
+            tapered = GPT.from_checkpoint(ckpt, arch='llama')
+        except (FileNotFoundError, ValueError) as e:
+            raise SystemExit(f"cannot benchmark: {e}") from None
+        if not tapered.started or not tapered.tapered_norms():
+            raise SystemExit(f"{ckpt} is not a tapered model past its taper start")
+    else:
+        cfg = GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab_size,
+                        block_size=block_size, taper='internal')
+        tapered = GPT(cfg).train()
+        tapered(torch.randint(0, vocab_size, (2, 64)))  # calibration statistics at g = 1, then c
+        tapered.step_emas()
+        tapered.start_taper()
+    tapered.set_gate(0.0)
+    variants = dict(baseline=GPT(replace(tapered.config, taper='none', aux_loss='none')),
+                    unfused=tapered, fused=fold_model(tapered))
+    if fused:
+        del variants['unfused']
+    return {name: m.to(device=device, dtype=dtype).eval() for name, m in variants.items()}
+
+
+def make_step(model, mode):
+    """The decode step: (token (B, 1), position (1,)) -> logits (B, V), writing the cache in place."""
+    if mode == 'eager':
+        return model.decode
+    return torch.compile(model.decode, fullgraph=True)
+
+
+class GraphedDecode:
+    """The whole greedy decode step (forward, argmax, position + 1) captured once as a CUDA graph over
+    the static KV cache; each token is then a single replay."""
+
+    def __init__(self, step, batch):
+        self.token = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        self.pos = torch.zeros(1, dtype=torch.long, device=device)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up outside the graph (allocations, autotuning)
+            for _ in range(3):
+                step(self.token, self.pos)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            logits = step(self.token, self.pos)
+            self.token.copy_(logits.argmax(dim=-1, keepdim=True))
+            self.pos.add_(1)
+
+    def run(self, first_token, start_pos, n):
+        self.token.copy_(first_token)
+        self.pos.fill_(start_pos)
+        for _ in range(n):
+            self.graph.replay()
+
+
+class Generation:
+    """One model's prompt of T tokens and K greedy new tokens, set up once, timed per call."""
+
+    def __init__(self, model, mode, prompt, K):
+        B, T = prompt.shape
+        model.setup_cache(B, T + K)
+        self.model, self.prompt, self.K = model, prompt, K
+        self.prompt_pos = torch.arange(T, device=device)
+        self.positions = torch.arange(T, T + K, device=device).view(K, 1)
+        self.step = make_step(model, mode.removesuffix('+cuda_graph'))
+        self.graphed = GraphedDecode(self.step, B) if mode.endswith('cuda_graph') else None
+
+    @torch.no_grad()
+    def __call__(self):
+        """(prefill seconds, decode seconds)."""
+        sync()
+        t0 = time.perf_counter()
+        token = self.model.decode(self.prompt, self.prompt_pos).argmax(dim=-1, keepdim=True)
+        sync()
+        t1 = time.perf_counter()
+        if self.graphed is not None:
+            self.graphed.run(token, self.prompt.size(1), self.K)
+        else:
+            for i in range(self.K):
+                token = self.step(token, self.positions[i]).argmax(dim=-1, keepdim=True)
+        sync()
+        return t1 - t0, time.perf_counter() - t1
+
+
+@torch.no_grad()
+def time_setting(variants, mode, B, T, K):
+    """{variant: (median prefill s, median decode s)}. The variants take turns within every repeat,
+    so the machine's drift lands on all of them alike and their ratios stay honest."""
+    prompt = torch.randint(0, vocab_size, (B, T), device=device)
+    runs = {name: Generation(model, mode, prompt, K) for name, model in variants.items()}
+    times = {name: [] for name in variants}
+    for r in range(repeats + 1):  # the first round warms up (and compiles)
+        for name, generation in runs.items():
+            measured = generation()
+            if r > 0:
+                times[name].append(measured)
+    return {name: tuple(statistics.median(t[i] for t in ts) for i in (0, 1)) for name, ts in times.items()}
+
+
+@torch.no_grad()
+def time_hf(baseline, B, T, K):
+    """Seconds for transformers' LlamaForCausalLM.generate (prefill + K greedy tokens) on the same
+    architecture: RoPE, SwiGLU of the same width, RMSNorm, tied head, random weights."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = baseline.config
+    hf_model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.n_embd, num_hidden_layers=cfg.n_layer,
+        num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_head,
+        intermediate_size=baseline.transformer.h[0].mlp.w1.out_features,
+        max_position_embeddings=cfg.block_size, rms_norm_eps=cfg.norm_eps, rope_theta=cfg.rope_theta,
+        tie_word_embeddings=True)).to(device=device, dtype=dtype).eval()
+    prompt = torch.randint(0, cfg.vocab_size, (B, T), device=device)
+    times = []
+    for r in range(repeats + 1):
+        sync()
+        t0 = time.perf_counter()
+        hf_model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=K,
+                          min_new_tokens=K, do_sample=False, pad_token_id=0)
+        sync()
+        if r > 0:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+variants = build_variants()
+settings = [(B, T) for B in ([batch_size] if batch_size else [1, 4])
+            for T in ([prompt_len] if prompt_len else [128, 256])]
+modes = ['eager'] + ['compile'] * compile + ['eager+cuda_graph'] * cuda_graph + \
+        ['compile+cuda_graph'] * (compile and cuda_graph)
+weight_bytes = {name: sum(p.numel() * p.element_size() for p in m.parameters()) for name, m in variants.items()}
+n_params = variants['baseline'].get_num_params()
+print(f"{n_params / 1e6:.1f}M parameters, {device}, {str(dtype).removeprefix('torch.')}, "
+      f"{max_new_tokens} new tokens, median of {repeats}; x = speedup over Baseline")
+rows = []
+for mode in modes:
+    print(f"\n{mode}")
+    print(f"{'B':>3} {'T':>5}  " + '  '.join(f"{name + ' tok/s':>20}" for name in variants) +
+          f"  {'prefill ms (base)':>18}  {'GB/s (base)':>11}")
+    for B, T in settings:
+        timed = time_setting(variants, mode, B, T, max_new_tokens)
+        base = B * max_new_tokens / timed['baseline'][1]
+        cells = []
+        for name, (prefill, decode) in timed.items():
+            tok_per_s = B * max_new_tokens / decode
+            cells.append(f"{tok_per_s:20,.0f}" if name == 'baseline' else
+                         f"{tok_per_s:11,.0f} ({tok_per_s / base:.2f}x)".rjust(20))
+            rows.append(dict(mode=mode, variant=name, batch_size=B, prompt_len=T,
+                             tok_per_s=round(tok_per_s, 1), prefill_ms=round(1e3 * prefill, 3),
+                             e2e_tok_per_s=round(B * max_new_tokens / (prefill + decode), 1)))
+        bandwidth = weight_bytes['baseline'] * max_new_tokens / timed['baseline'][1] / 1e9
+        print(f"{B:>3} {T:>5}  " + '  '.join(cells) +
+              f"  {1e3 * timed['baseline'][0]:18.2f}  {bandwidth:11.1f}", flush=True)
+if hf:
+    print("\ntransformers LlamaForCausalLM.generate vs our eager Baseline, prefill + decode (end to end)")
+    for B, T in settings:
+        seconds = time_hf(variants['baseline'], B, T, max_new_tokens)
+        hf_tok_per_s = B * max_new_tokens / seconds
+        ours = next(r['e2e_tok_per_s'] for r in rows if (r['mode'], r['variant'], r['batch_size'],
+                                                         r['prompt_len']) == ('eager', 'baseline', B, T))
+        print(f"B={B} T={T}: transformers {hf_tok_per_s:,.0f} tok/s, ours {ours:,.0f} tok/s "
+              f"({ours / hf_tok_per_s:.2f}x)")
+        rows.append(dict(mode='hf_generate', variant='baseline', batch_size=B, prompt_len=T,
+                         tok_per_s=round(hf_tok_per_s, 1)))
+print(json.dumps(dict(rows=rows)))

@@ -1,0 +1,173 @@
+"""
+Fold the g = 0 maps of a tapered model into its weights (Sec. 3.3, App. B): the tapered norms leave
+the inference graph and the model computes the same function.
+
+    python fold.py --out_dir=out-taper-internal-512       # writes out_dir/ckpt_folded.pt
+    python fold.py --out_dir=out-gpt2-s-alltaper --export_hf=gpt2-s-folded   # also an HF GPT-2 folder
+
+At g = 0 a TaperNorm is y = c h D_gammatilde and a TaperLN is y = c (h - mu_h) D_gammatilde + beta. The
+next linear layer z = y W^T + b absorbs either. PyTorch stores W as (out, in), so a scaling of y's
+features scales W's input columns. Internal-Taper folds into the attention QKV projection and the MLP
+input projection(s); All-Taper also folds the final norm into the output head, untied from the
+embedding. The arithmetic runs in float64.
+"""
+
+import argparse
+import copy
+import os
+from dataclasses import asdict, replace
+
+import torch
+
+from model import GPT, LayerNorm, load_checkpoint
+
+
+# --- the algebra, one identity per function ----------------------------------------------------------
+
+def fold_bias(linear, beta):
+    """(x + beta) W^T + b = x W^T + (b + W beta): a shift of the input moves into the bias."""
+    linear.bias += linear.weight @ beta
+
+
+def fold_scale(linear, scale):
+    """(x D_s) W^T = x (W D_s)^T: a per-feature scaling multiplies W's input columns."""
+    linear.weight *= scale
+
+
+def fold_centering(linear):
+    """(x (I - 11^T/d)) W^T = x (W (I - 11^T/d))^T: mean-centering subtracts each row's mean from W.
+    Centering is idempotent, so the folded W ignores any mean its input still carries."""
+    linear.weight -= linear.weight.mean(dim=1, keepdim=True)
+
+
+def fold_norm(norm, linears):
+    """A tapered norm at g = 0 followed by linear layers becomes those linear layers alone.
+    y = c (h - mu) D_gammatilde + beta: beta first (it meets the original W), then the scaling
+    c gammatilde, then the centering (TaperLN only)."""
+    centered = isinstance(norm, LayerNorm)
+    for linear in linears:
+        if centered and norm.bias is not None:
+            fold_bias(linear, norm.bias)
+        fold_scale(linear, norm.c * norm.taper_weight)
+        if centered:
+            fold_centering(linear)
+
+
+def mlp_inputs(mlp):
+    return [mlp.w1, mlp.w3] if hasattr(mlp, 'w1') else [mlp.c_fc]
+
+
+@torch.no_grad()
+def fold_model(model):
+    """The folded copy of a tapered model at g = 0: the same function without its tapered norms."""
+    cfg = model.config
+    if cfg.folded:
+        raise ValueError("this model is already folded")
+    if cfg.taper == 'none':
+        raise ValueError("this is a Baseline model: it has no tapered norm to fold")
+    if not model.started or model.gate.item() != 0.0:
+        raise ValueError(f"the gate is {model.gate.item():g}, not 0: only a model at the end of its "
+                         f"taper (iter >= taper_end) is a fixed map that folds")
+    dtype = model.lm_head.weight.dtype
+    source = copy.deepcopy(model).double()
+    folded = GPT(replace(cfg, folded=True)).double()
+    kept = folded.state_dict()
+    for key, value in source.state_dict().items():
+        if key in kept:  # everything but the tapered norms; lm_head.bias of a folded head starts at 0
+            kept[key].copy_(value)
+    for src, dst in zip(source.transformer.h, folded.transformer.h):
+        fold_norm(src.ln_1, [dst.attn.c_attn])
+        fold_norm(src.ln_2, mlp_inputs(dst.mlp))
+    if cfg.taper == 'all':
+        fold_norm(source.transformer.ln_f, [folded.lm_head])
+    return folded.to(dtype)
+
+
+@torch.no_grad()
+def max_logit_diff(a, b, batch_size=4, seq_len=128, seed=0):
+    """max |logits_a - logits_b| on random tokens, both models in float32."""
+    cfg = a.config
+    idx = torch.randint(0, cfg.vocab_size, (batch_size, min(seq_len, cfg.block_size)),
+                        generator=torch.Generator().manual_seed(seed))
+    idx = idx.to(a.lm_head.weight.device)
+    return (a.eval().float()(idx)[0] - b.eval().float()(idx)[0]).abs().max().item()
+
+
+# --- HF export (GPT-2) -------------------------------------------------------------------------------
+
+HF_EPS = 1e12  # sigma_h = sqrt(var + 1e12) is 1e6 to float precision for any residual stream
+
+
+@torch.no_grad()
+def export_hf(model, path):
+    """
+    Write an All-TaperLN GPT-2 at g = 0, folded, as a folder GPT2LMHeadModel.from_pretrained loads.
+    HF's GPT-2 always runs its LayerNorms, with one eps for all of them. eps = 1e12 makes sigma_h the
+    constant 1e6 to float precision, so each LayerNorm becomes a fixed affine map:
+      ln_1, ln_2: gamma = 1e6, beta = 0, i.e. h - mu_h; the folded weights center their input already,
+                  and centering twice is centering once;
+      ln_f:       gamma = 1e6 c gammatilde, beta, i.e. the final g = 0 map itself, so the head stays the
+                  tied embedding (HF's head has no bias to fold beta into).
+    An Internal-TaperLN model keeps a real final LayerNorm (eps 1e-5) and cannot share that eps.
+    """
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = model.config
+    if cfg.arch != 'gpt2' or cfg.norm != 'layernorm' or cfg.taper != 'all':
+        raise ValueError("only an All-TaperLN GPT-2 is free of every real LayerNorm; HF's GPT-2 gives "
+                         "all its LayerNorms one eps, so other models do not export")
+    folded = fold_model(model)
+    eot = cfg.eot_token if cfg.eot_token >= 0 else None
+    hf = GPT2LMHeadModel(GPT2Config(
+        vocab_size=cfg.vocab_size, n_positions=cfg.block_size, n_embd=cfg.n_embd, n_layer=cfg.n_layer,
+        n_head=cfg.n_head, layer_norm_epsilon=HF_EPS, activation_function='gelu_new',
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
+        bos_token_id=eot, eos_token_id=eot))
+    sd = hf.state_dict()
+    ours = folded.state_dict()
+    conv1d = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')
+    for key in sd:
+        if key in ours and key != 'lm_head.weight':
+            sd[key].copy_(ours[key].t() if key.endswith(conv1d) else ours[key])
+    sigma = HF_EPS ** 0.5
+    for i in range(cfg.n_layer):
+        for ln in ('ln_1', 'ln_2'):
+            sd[f'transformer.h.{i}.{ln}.weight'].fill_(sigma)
+            sd[f'transformer.h.{i}.{ln}.bias'].zero_()
+    ln_f = model.transformer.ln_f
+    sd['transformer.ln_f.weight'].copy_(sigma * ln_f.c.double() * ln_f.taper_weight.double())
+    sd['transformer.ln_f.bias'].copy_(ln_f.bias)
+    hf.save_pretrained(path)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--out_dir', required=True, help="the run's folder")
+    parser.add_argument('--ckpt', default='ckpt.pt', help="checkpoint file in out_dir")
+    parser.add_argument('--out', default='ckpt_folded.pt', help="folded checkpoint file in out_dir")
+    parser.add_argument('--export_hf', default=None, help="also write an HF GPT-2 folder (GPT-2 only)")
+    args = parser.parse_args(argv)
+    path = os.path.join(args.out_dir, args.ckpt)
+    try:
+        ckpt = load_checkpoint(path)
+        model = GPT.from_checkpoint(ckpt)
+        folded = fold_model(model)
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f"cannot fold {path}: {e}") from None
+    diff = max_logit_diff(model, folded)
+    print(f"max |logits(g=0) - logits(folded)| = {diff:.2e} on random tokens (float32)")
+    out = os.path.join(args.out_dir, args.out)
+    ckpt = dict(model=folded.state_dict(), model_args=asdict(folded.config), config=ckpt.get('config'),
+                iter_num=ckpt.get('iter_num'), tokenizer=ckpt.get('tokenizer'), folded_from=path)
+    torch.save(ckpt, out + '.tmp')
+    os.replace(out + '.tmp', out)
+    print(f"wrote {out}")
+    if args.export_hf:
+        try:
+            export_hf(model, args.export_hf)
+        except ValueError as e:
+            raise SystemExit(f"cannot export {path}: {e}") from None
+        print(f"wrote {args.export_hf} (loads with GPT2LMHeadModel.from_pretrained)")
+
+
+if __name__ == '__main__':
+    main()

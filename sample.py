@@ -1,0 +1,85 @@
+"""
+Generate text with the static KV cache, from a training checkpoint, a folded one, or HF GPT-2.
+
+    python sample.py --out_dir=out-taper-internal-512
+    python sample.py --out_dir=out-taper-internal-512 --ckpt=ckpt_folded.pt --start="Once upon a time"
+    python sample.py --init_from=gpt2 --start=FILE:prompt.txt --num_samples=1
+
+A tapered model is sampled at g = 0 once its taper has started. Tokens are decoded with the run's own
+tokenizer, which the checkpoint carries: SentencePiece for TinyStories, tiktoken's GPT-2 BPE for GPT-2.
+"""
+
+import sys
+from contextlib import nullcontext
+
+import torch
+
+from model import GPT, load_checkpoint
+
+# -----------------------------------------------------------------------------
+init_from = 'resume'      # 'resume' (out_dir/ckpt) | an HF GPT-2 name ('gpt2', ...) or directory
+out_dir = 'out'
+ckpt = 'ckpt.pt'          # or 'ckpt_folded.pt', written by fold.py
+start = ''                # the prompt, or FILE:path to read it from a file
+num_samples = 3
+max_new_tokens = 200
+temperature = 0.8         # 0 decodes greedily
+top_k = 200               # None samples from the whole vocabulary
+seed = 1337
+device = 'cuda' if torch.cuda.is_available() else 'cpu'
+dtype = 'bfloat16'        # on CUDA; the CPU runs float32
+# -----------------------------------------------------------------------------
+config_keys = [k for k, v in globals().items()
+               if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, type(None)))]
+from configurator import configure  # noqa: E402
+
+globals().update(configure({k: globals()[k] for k in config_keys}, sys.argv[1:]))
+# -----------------------------------------------------------------------------
+
+
+def load_tokenizer(ref):
+    """(encode, decode) for a checkpoint's tokenizer reference (see train.py's tokenizer_reference)."""
+    if ref is None:
+        raise SystemExit("this checkpoint names no tokenizer: its data_dir had no meta.json")
+    if ref['kind'] == 'sentencepiece':
+        import sentencepiece as spm
+        sp = spm.SentencePieceProcessor(model_proto=ref['model'].numpy().tobytes())
+        return (lambda text: [sp.bos_id()] + sp.encode(text)), sp.decode  # stories start with BOS
+    import tiktoken
+    enc = tiktoken.get_encoding(ref['name'])
+    return (lambda text: enc.encode(text, allowed_special={'<|endoftext|>'}) or [enc.eot_token]), enc.decode
+
+
+torch.manual_seed(seed)
+if device.startswith('cuda') and not torch.cuda.is_available():
+    raise SystemExit("CUDA is not available on this machine: run with --device=cpu")
+if init_from == 'resume':
+    path = f"{out_dir}/{ckpt}"
+    try:
+        checkpoint = load_checkpoint(path, device)
+        model = GPT.from_checkpoint(checkpoint, device)
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f"cannot sample: {e}") from None
+    tokenizer = checkpoint.get('tokenizer')
+else:
+    model = GPT.from_pretrained(init_from).to(device)
+    tokenizer = dict(kind='tiktoken', name='gpt2')
+model.eval()
+if model.started and model.tapered_norms():
+    model.set_gate(0.0)
+    print("sampling the tapered model at g = 0")
+encode, decode = load_tokenizer(tokenizer)
+if start.startswith('FILE:'):
+    with open(start[5:], encoding='utf-8') as f:
+        start = f.read()
+x = torch.tensor(encode(start), dtype=torch.long, device=device)[None].repeat(num_samples, 1)
+use_bf16 = device.startswith('cuda') and dtype == 'bfloat16'
+ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()
+with ctx:
+    try:
+        y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k)
+    except ValueError as e:  # prompt + new tokens beyond the context
+        raise SystemExit(f"cannot sample: {e}; shorten --start or lower --max_new_tokens") from None
+for row in y.tolist():
+    print(decode(row))
+    print('---------------')
