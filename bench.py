@@ -43,6 +43,7 @@ compile = False           # add a torch.compile table
 cuda_graph = False        # add a table with the whole decode step captured as one CUDA graph
 hf = False                # also time transformers' LlamaForCausalLM.generate on the Baseline config
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
+dtype = ''                # '' = bfloat16 on CUDA, float32 on the CPU; or 'bfloat16' / 'float32'
 seed = 0
 # -----------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items()
@@ -56,7 +57,9 @@ if device.startswith('cuda') and not torch.cuda.is_available():
 if cuda_graph and not device.startswith('cuda'):
     raise SystemExit("--cuda_graph needs a CUDA device")
 on_cuda = device.startswith('cuda')
-dtype = torch.bfloat16 if on_cuda else torch.float32
+if dtype not in ('', 'bfloat16', 'float32'):
+    raise SystemExit(f"dtype={dtype!r} is not supported: use 'bfloat16' or 'float32'")
+dtype = getattr(torch, dtype or ('bfloat16' if on_cuda else 'float32'))
 if on_cuda:
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
@@ -172,9 +175,10 @@ def time_setting(variants, mode, B, T, K):
 
 
 @torch.no_grad()
-def time_hf(baseline, B, T, K):
-    """Seconds for transformers' LlamaForCausalLM.generate (prefill + K greedy tokens) on the same
-    architecture: RoPE, SwiGLU of the same width, RMSNorm, tied head, random weights."""
+def time_against_hf(baseline, B, T, K):
+    """Median end-to-end seconds (prefill + K greedy tokens) of our eager Baseline and of
+    transformers' LlamaForCausalLM.generate on the same architecture (RoPE, SwiGLU of the same width,
+    RMSNorm, tied head, random weights), the two taking turns within every repeat."""
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg = baseline.config
     hf_model = LlamaForCausalLM(LlamaConfig(
@@ -184,16 +188,22 @@ def time_hf(baseline, B, T, K):
         max_position_embeddings=cfg.block_size, rms_norm_eps=cfg.norm_eps, rope_theta=cfg.rope_theta,
         tie_word_embeddings=True)).to(device=device, dtype=dtype).eval()
     prompt = torch.randint(0, cfg.vocab_size, (B, T), device=device)
-    times = []
-    for r in range(repeats + 1):
+    ours = Generation(baseline, 'eager', prompt, K)
+
+    def hf_generate():
         sync()
         t0 = time.perf_counter()
         hf_model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=K,
                           min_new_tokens=K, do_sample=False, pad_token_id=0)
         sync()
+        return time.perf_counter() - t0
+
+    times = []
+    for r in range(repeats + 1):
+        measured = (sum(ours()), hf_generate())
         if r > 0:
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+            times.append(measured)
+    return statistics.median(t[0] for t in times), statistics.median(t[1] for t in times)
 
 
 variants = build_variants()
@@ -225,14 +235,12 @@ for mode in modes:
         print(f"{B:>3} {T:>5}  " + '  '.join(cells) +
               f"  {1e3 * timed['baseline'][0]:18.2f}  {bandwidth:11.1f}", flush=True)
 if hf:
-    print("\ntransformers LlamaForCausalLM.generate vs our eager Baseline, prefill + decode (end to end)")
+    print("\nour eager Baseline vs transformers' LlamaForCausalLM.generate, prefill + decode, interleaved")
     for B, T in settings:
-        seconds = time_hf(variants['baseline'], B, T, max_new_tokens)
-        hf_tok_per_s = B * max_new_tokens / seconds
-        ours = next(r['e2e_tok_per_s'] for r in rows if (r['mode'], r['variant'], r['batch_size'],
-                                                         r['prompt_len']) == ('eager', 'baseline', B, T))
-        print(f"B={B} T={T}: transformers {hf_tok_per_s:,.0f} tok/s, ours {ours:,.0f} tok/s "
-              f"({ours / hf_tok_per_s:.2f}x)")
+        ours, theirs = time_against_hf(variants['baseline'], B, T, max_new_tokens)
+        print(f"B={B} T={T}: ours {B * max_new_tokens / ours:,.0f} tok/s, transformers "
+              f"{B * max_new_tokens / theirs:,.0f} tok/s ({theirs / ours:.2f}x)", flush=True)
         rows.append(dict(mode='hf_generate', variant='baseline', batch_size=B, prompt_len=T,
-                         tok_per_s=round(hf_tok_per_s, 1)))
+                         tok_per_s=round(B * max_new_tokens / theirs, 1),
+                         ours_e2e_tok_per_s=round(B * max_new_tokens / ours, 1)))
 print(json.dumps(dict(rows=rows)))

@@ -16,6 +16,7 @@ import argparse
 import copy
 import os
 from dataclasses import asdict, replace
+from types import SimpleNamespace
 
 import torch
 
@@ -41,16 +42,24 @@ def fold_centering(linear):
 
 
 def fold_norm(norm, linears):
-    """A tapered norm at g = 0 followed by linear layers becomes those linear layers alone.
-    y = c (h - mu) D_gammatilde + beta: beta first (it meets the original W), then the scaling
-    c gammatilde, then the centering (TaperLN only)."""
+    """A norm that is a fixed map, followed by linear layers, becomes those linear layers alone.
+    y = (h - mu) D_s + beta with s = norm.fixed_scale() (c gammatilde for a tapered norm at g = 0,
+    gamma / sigma_avg for a removed FakeLN): beta first (it meets the original W), then the scaling,
+    then the centering (LayerNorm kinds only)."""
     centered = isinstance(norm, LayerNorm)
     for linear in linears:
         if centered and norm.bias is not None:
             fold_bias(linear, norm.bias)
-        fold_scale(linear, norm.c * norm.taper_weight)
+        fold_scale(linear, norm.fixed_scale())
         if centered:
             fold_centering(linear)
+
+
+def rows(linear, start, stop):
+    """Output rows start:stop of a linear layer, as a layer of their own: views, so folding into them
+    folds into the original. FakeLN's ln_1 feeds the Q/K rows and its V-path copy the V rows."""
+    return SimpleNamespace(weight=linear.weight[start:stop],
+                           bias=None if linear.bias is None else linear.bias[start:stop])
 
 
 def mlp_inputs(mlp):
@@ -63,11 +72,14 @@ def fold_model(model):
     cfg = model.config
     if cfg.folded:
         raise ValueError("this model is already folded")
-    if cfg.taper == 'none':
+    if cfg.taper == 'none' and not cfg.fakeln:
         raise ValueError("this is a Baseline model: it has no tapered norm to fold")
-    if not model.started or model.gate.item() != 0.0:
+    if cfg.taper != 'none' and (not model.started or model.gate.item() != 0.0):
         raise ValueError(f"the gate is {model.gate.item():g}, not 0: only a model at the end of its "
                          f"taper (iter >= taper_end) is a fixed map that folds")
+    if cfg.fakeln and (not all(m.removed for m in model.fakelns()) or model.eot_keeps_sigma):
+        raise ValueError("not every FakeLN layer is removed yet: fold a checkpoint from the end of "
+                         "the removal schedule")
     dtype = model.lm_head.weight.dtype
     source = copy.deepcopy(model).double()
     folded = GPT(replace(cfg, folded=True)).double()
@@ -75,10 +87,15 @@ def fold_model(model):
     for key, value in source.state_dict().items():
         if key in kept:  # everything but the tapered norms; lm_head.bias of a folded head starts at 0
             kept[key].copy_(value)
+    d = cfg.n_embd
     for src, dst in zip(source.transformer.h, folded.transformer.h):
-        fold_norm(src.ln_1, [dst.attn.c_attn])
+        if cfg.fakeln:
+            fold_norm(src.ln_1, [rows(dst.attn.c_attn, 0, 2 * d)])
+            fold_norm(src.ln_1v, [rows(dst.attn.c_attn, 2 * d, 3 * d)])
+        else:
+            fold_norm(src.ln_1, [dst.attn.c_attn])
         fold_norm(src.ln_2, mlp_inputs(dst.mlp))
-    if cfg.taper == 'all':
+    if cfg.final_norm_removed:
         fold_norm(source.transformer.ln_f, [folded.lm_head])
     return folded.to(dtype)
 
@@ -101,20 +118,21 @@ HF_EPS = 1e12  # sigma_h = sqrt(var + 1e12) is 1e6 to float precision for any re
 @torch.no_grad()
 def export_hf(model, path):
     """
-    Write an All-TaperLN GPT-2 at g = 0, folded, as a folder GPT2LMHeadModel.from_pretrained loads.
+    Write a LayerNorm-free GPT-2 (All-TaperLN at g = 0, or FakeLN after removal), folded, as a folder
+    GPT2LMHeadModel.from_pretrained loads.
     HF's GPT-2 always runs its LayerNorms, with one eps for all of them. eps = 1e12 makes sigma_h the
     constant 1e6 to float precision, so each LayerNorm becomes a fixed affine map:
       ln_1, ln_2: gamma = 1e6, beta = 0, i.e. h - mu_h; the folded weights center their input already,
                   and centering twice is centering once;
-      ln_f:       gamma = 1e6 c gammatilde, beta, i.e. the final g = 0 map itself, so the head stays the
-                  tied embedding (HF's head has no bias to fold beta into).
+      ln_f:       gamma = 1e6 s, beta with s its fixed scaling, i.e. the final fixed map itself, so the
+                  head stays the tied embedding (HF's head has no bias to fold beta into).
     An Internal-TaperLN model keeps a real final LayerNorm (eps 1e-5) and cannot share that eps.
     """
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = model.config
-    if cfg.arch != 'gpt2' or cfg.norm != 'layernorm' or cfg.taper != 'all':
-        raise ValueError("only an All-TaperLN GPT-2 is free of every real LayerNorm; HF's GPT-2 gives "
-                         "all its LayerNorms one eps, so other models do not export")
+    if cfg.arch != 'gpt2' or cfg.norm != 'layernorm' or not cfg.final_norm_removed:
+        raise ValueError("only an All-TaperLN or FakeLN GPT-2 is free of every real LayerNorm; HF's "
+                         "GPT-2 gives all its LayerNorms one eps, so other models do not export")
     folded = fold_model(model)
     eot = cfg.eot_token if cfg.eot_token >= 0 else None
     hf = GPT2LMHeadModel(GPT2Config(
@@ -134,7 +152,7 @@ def export_hf(model, path):
             sd[f'transformer.h.{i}.{ln}.weight'].fill_(sigma)
             sd[f'transformer.h.{i}.{ln}.bias'].zero_()
     ln_f = model.transformer.ln_f
-    sd['transformer.ln_f.weight'].copy_(sigma * ln_f.c.double() * ln_f.taper_weight.double())
+    sd['transformer.ln_f.weight'].copy_(sigma * ln_f.fixed_scale().double())
     sd['transformer.ln_f.bias'].copy_(ln_f.bias)
     hf.save_pretrained(path)
 

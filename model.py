@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.distributed as dist
+import torch.utils.checkpoint
 import torch.nn.functional as F
 
 
@@ -37,8 +38,10 @@ class GPTConfig:
     aux_weight: float = 0.1      # lambda
     eot_token: int = -1          # end-of-text id, excluded from the Baroni target (-1: none)
     rope_theta: float = 10000.0
-    folded: bool = False         # fold.py's output: tapered norms are identities, their g = 0 maps
-                                 # live in the next linear layers (and an untied head for All-Taper)
+    fakeln: bool = False         # Baroni et al.'s protocol: every LayerNorm is a FakeLN, removed on
+                                 # a schedule; ln_1 has a second copy for the V path
+    folded: bool = False         # fold.py's output: removed norms are identities, their fixed maps
+                                 # live in the next linear layers (and an untied head when ln_f was)
 
     @property
     def norm_bias(self):
@@ -53,6 +56,13 @@ class GPTConfig:
                 raise ValueError(f"{key}={getattr(self, key)!r} is not one of {allowed}")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+        if self.fakeln and (self.norm != 'layernorm' or self.taper != 'none'):
+            raise ValueError("fakeln replaces LayerNorms: it needs norm='layernorm' and taper='none'")
+
+    @property
+    def final_norm_removed(self):
+        """ln_f leaves the model too (All-Taper, FakeLN): a folded model then needs its own head."""
+        return self.taper == 'all' or self.fakeln
 
 
 # -----------------------------------------------------------------------------
@@ -169,10 +179,14 @@ class Taper:
             if self.training:
                 self.update_calibration(h)
             return super().forward(h)
-        y = self.affine(self.center(h), self.c * self.taper_weight)  # the g = 0 map, one scaling
+        y = self.affine(self.center(h), self.fixed_scale())  # the g = 0 map, one scaling
         if self.normalizing:
             y = torch.lerp(y, super().forward(h), self.gate)         # g Norm(h) + (1 - g) y
         return y
+
+    def fixed_scale(self):
+        """The per-feature scaling of the g = 0 map, c gammatilde; fold.py folds it away."""
+        return self.c * self.taper_weight
 
     @torch.no_grad()
     def update_calibration(self, h):
@@ -196,6 +210,45 @@ class TaperNorm(Taper, RMSNorm):
 
 class TaperLN(Taper, LayerNorm):
     """TaperLN(h; g) = beta + g (h - mu)/sigma D_gamma + (1 - g) c (h - mu) D_gammatilde   (App. B)."""
+
+
+class FakeLN(LayerNorm):
+    """
+    Baroni et al.'s LayerNorm removal, run here as the comparison protocol. A real LayerNorm until
+    remove(); from then on FakeLN(h) = (h - mu_h) / sigma_avg D_gamma + beta, with sigma_avg the
+    bias-corrected EMA (momentum 0.9) of the batch-mean token sigma_h while the layer was real,
+    frozen at removal. Positions in keep_own (end-of-text tokens, set by GPT) keep their own sigma_h
+    until the schedule ends that too.
+    """
+
+    def __init__(self, ndim, eps=1e-5, bias=True):
+        super().__init__(ndim, eps=eps, bias=bias)
+        self.sigma_ema = EMA(0.1)
+        self.register_buffer('sigma_avg', torch.zeros(()))
+        self.register_buffer('removed_at', torch.tensor(-1))  # the training step of removal
+        self.removed = False  # Python copy of removed_at >= 0, read every step without a sync
+        self.keep_own = None  # (B, T) bool: positions normalized by their own sigma after removal
+
+    def forward(self, h):
+        if not self.removed:
+            if self.training:  # sigma_avg is averaged over ordinary positions, as Baroni's sigma_hat
+                sigma = self.scale(h).squeeze(-1)
+                self.sigma_ema.observe(sigma.mean() if self.keep_own is None else sigma[~self.keep_own].mean())
+            return super().forward(h)
+        y = self.affine(self.center(h), self.fixed_scale())
+        if self.keep_own is not None:
+            y = torch.where(self.keep_own.unsqueeze(-1), super().forward(h), y)
+        return y
+
+    def fixed_scale(self):
+        """The per-feature scaling of the removed layer, gamma / sigma_avg; fold.py folds it away."""
+        return self.weight / self.sigma_avg
+
+    @torch.no_grad()
+    def remove(self, step):
+        self.sigma_avg.copy_(self.sigma_ema.corrected())
+        self.removed_at.fill_(step)
+        self.removed = True
 
 
 def fixed_target_loss(s, s_tgt, weight):
@@ -259,9 +312,13 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=bias)
         self.kv_cache = None
 
-    def forward(self, x, rope=None, input_pos=None, mask=None):
+    def forward(self, x, rope=None, input_pos=None, mask=None, x_v=None):
+        """x_v, when given, is the V path's own input (FakeLN removes ln_1 there separately)."""
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        if x_v is not None:
+            v = F.linear(x_v, self.c_attn.weight[2 * C:],
+                         None if self.c_attn.bias is None else self.c_attn.bias[2 * C:])
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
@@ -307,10 +364,12 @@ class SwiGLU(nn.Module):
 def make_norm(config, tapered, gate):
     plain = RMSNorm if config.norm == 'rmsnorm' else LayerNorm
     kwargs = dict(eps=config.norm_eps, bias=config.norm_bias)
+    if (tapered or config.fakeln) and config.folded:
+        return nn.Identity()
+    if config.fakeln:
+        return FakeLN(config.n_embd, **kwargs)
     if not tapered:
         return plain(config.n_embd, **kwargs)
-    if config.folded:
-        return nn.Identity()
     taper = TaperNorm if config.norm == 'rmsnorm' else TaperLN
     return taper(config.n_embd, gate, ema_rate=config.ema_rate, **kwargs)
 
@@ -322,12 +381,14 @@ class Block(nn.Module):
         super().__init__()
         internal = config.taper in ('internal', 'all')
         self.ln_1 = make_norm(config, internal, gate)
+        self.ln_1v = make_norm(config, internal, gate) if config.fakeln else None  # the V path's ln_1
         self.attn = CausalSelfAttention(config)
         self.ln_2 = make_norm(config, internal, gate)
         self.mlp = SwiGLU(config) if config.arch == 'llama' else MLP(config)
 
     def forward(self, x, rope=None, input_pos=None, mask=None):
-        x = x + self.attn(self.ln_1(x), rope, input_pos, mask)
+        x_v = None if self.ln_1v is None else self.ln_1v(x)
+        x = x + self.attn(self.ln_1(x), rope, input_pos, mask, x_v)
         x = x + self.mlp(self.ln_2(x))
         return x
 
@@ -360,17 +421,19 @@ class GPT(nn.Module):
             self.register_buffer('rope_sin', angles.sin(), persistent=False)
         # A folded All-Taper model carries the final g = 0 map in its head, so the head is its own
         # matrix (with beta folded into a bias for GPT-2).
-        folded_head = config.folded and config.taper == 'all'
+        folded_head = config.folded and config.final_norm_removed
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=folded_head and config.norm_bias)
         if not folded_head:
             self.transformer.wte.weight = self.lm_head.weight  # tied head
         self.causal_mask = None
         self.started = False  # Python copy of taper_started, read every step without a device sync
+        self.eot_keeps_sigma = False  # FakeLN: end-of-text positions still use their own sigma
+        self.grad_checkpoint = False  # recompute each block in backward: less memory for GPT-2 XL
         self.apply(self._init_weights)
         for name, p in self.named_parameters():  # GPT-2's scaled init of the residual projections
             if name.endswith(('c_proj.weight', 'w2.weight')):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-        self.register_load_state_dict_post_hook(lambda module, keys: module._sync_taper_flags())
+        self.register_load_state_dict_post_hook(lambda module, keys: module._sync_flags())
 
     def _init_weights(self, module):
         if isinstance(module, nn.Linear):
@@ -389,6 +452,9 @@ class GPT(nn.Module):
 
     def tapered_norms(self):
         return [m for m in self.modules() if isinstance(m, Taper)]
+
+    def fakelns(self):
+        return [m for m in self.modules() if isinstance(m, FakeLN)]
 
     def get_num_params(self, non_embedding=True):
         """Parameters counted once (the head is tied); non_embedding drops the position table."""
@@ -425,13 +491,15 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def step_emas(self):
-        """Call once per optimizer step while g = 1: moves every calibration EMA (and the s_tgt EMA)
-        by the mean of the step's micro-batches, averaged over DDP ranks."""
-        if self.started:
-            return
-        emas = [e for m in self.tapered_norms() for e in (m.ema_num, m.ema_den)]
-        if self.config.aux_loss == 'fixed':
-            emas.append(self.s_ema)
+        """Call once per optimizer step: moves every EMA still gathering (calibration and s_tgt while
+        g = 1, sigma_avg of FakeLN layers not yet removed) by the mean of the step's micro-batches,
+        averaged over DDP ranks. A mean, so activation checkpointing's recomputed forwards, which
+        observe the same values again, change nothing."""
+        emas = [m.sigma_ema for m in self.fakelns() if not m.removed]
+        if not self.started:
+            emas += [e for m in self.tapered_norms() for e in (m.ema_num, m.ema_den)]
+            if self.config.aux_loss == 'fixed':
+                emas.append(self.s_ema)
         if not emas:
             return
         x = torch.stack([e.pending_mean() for e in emas])
@@ -441,11 +509,14 @@ class GPT(nn.Module):
         for e, v in zip(emas, x):
             e.step(v)
 
-    def _sync_taper_flags(self):
+    def _sync_flags(self):
+        """After loading a state dict: the Python copies of the taper and FakeLN phases."""
         self.started, g = bool(self.taper_started.item()), self.gate.item()
         for m in self.tapered_norms():
             m.calibrating = not self.started
             m.normalizing = g > 0.0
+        for m in self.fakelns():
+            m.removed = m.removed_at.item() >= 0
 
     # --- forward ---------------------------------------------------------------------------
 
@@ -462,8 +533,15 @@ class GPT(nn.Module):
             x = x + self.transformer.wpe(pos)
         else:
             rope = (self.rope_cos[pos], self.rope_sin[pos])
+        if self.config.fakeln:
+            keep_own = (idx == self.config.eot_token) if self.eot_keeps_sigma else None
+            for m in self.fakelns():
+                m.keep_own = keep_own
         for block in self.transformer.h:
-            x = block(x, rope, input_pos, mask)
+            if self.grad_checkpoint and self.training:
+                x = torch.utils.checkpoint.checkpoint(block, x, rope, input_pos, mask, use_reentrant=False)
+            else:
+                x = block(x, rope, input_pos, mask)
         return x
 
     def forward(self, idx, targets=None, return_stats=False):
@@ -476,7 +554,7 @@ class GPT(nn.Module):
         logits = self.lm_head(self.transformer.ln_f(h))
         if targets is None:
             return (logits, None, {}) if return_stats else (logits, None)
-        ce = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        ce = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         aux = torch.zeros((), device=idx.device)
         s = None
         if self.config.aux_loss != 'none' or return_stats:
@@ -612,6 +690,10 @@ class GPT(nn.Module):
                 loaded.add(k)
             for m in model.tapered_norms():
                 m.taper_weight.copy_(m.weight)
+            if config.fakeln:  # the V path's ln_1 starts as a copy of ln_1
+                for block in model.transformer.h:
+                    block.ln_1v.load_state_dict(block.ln_1.state_dict())
+                loaded |= {k.replace('.ln_1.', '.ln_1v.') for k in loaded if '.ln_1.' in k}
         missing = {k for k, _ in model.named_parameters() if not k.endswith('taper_weight')} - loaded
         if missing:
             raise KeyError(f"{name_or_dir}: no weights for {sorted(missing)}")

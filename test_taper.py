@@ -554,3 +554,96 @@ def test_folded_all_taper_gpt2_exports_to_transformers(tmp_path):
         assert (hf(idx).logits - model(idx)[0]).abs().max().item() < 1e-5
     with pytest.raises(ValueError, match='All-TaperLN'):
         export_hf(tapered_at_zero('gpt2', 'layernorm', 'internal'), tmp_path / 'no')
+
+
+# --- FakeLN (Baroni et al.), the comparison protocol ------------------------------------------------
+
+def test_fakeln_is_layernorm_until_removed_then_a_fixed_map():
+    """Before removal FakeLN is LayerNorm; remove() freezes sigma_avg = the bias-corrected EMA
+    (momentum 0.9) of the per-step batch-mean sigma_h, and then FakeLN(h) = (h - mu)/sigma_avg D_gamma
+    + beta, except at positions that keep their own sigma (end-of-text, during the schedule)."""
+    from model import FakeLN
+    torch.manual_seed(0)
+    norm = random_affine(FakeLN(D).double()).train()
+    means = []
+    for k in range(4):
+        h = (1 + k) * torch.randn(2, 5, D, dtype=torch.float64)
+        torch.testing.assert_close(norm(h), F.layer_norm(h, (D,), norm.weight, norm.bias, norm.eps))
+        means.append(norm.scale(h).mean().item())
+        norm.sigma_ema.step()
+    norm.remove(step=7)
+    w = [0.1 * 0.9 ** (3 - k) for k in range(4)]
+    assert norm.sigma_avg.item() == pytest.approx(sum(a * b for a, b in zip(w, means)) / sum(w), rel=1e-12)
+    h = 3 * torch.randn(2, 5, D, dtype=torch.float64)
+    fixed = (h - h.mean(-1, keepdim=True)) / norm.sigma_avg * norm.weight + norm.bias
+    torch.testing.assert_close(norm(h), fixed)
+    norm.keep_own = torch.zeros(2, 5, dtype=torch.bool)
+    norm.keep_own[1, 2] = True
+    y = norm(h)
+    torch.testing.assert_close(y[1, 2], F.layer_norm(h[1, 2], (D,), norm.weight, norm.bias, norm.eps))
+    torch.testing.assert_close(y[0], fixed[0])
+
+
+def fakeln_removed(hf_dir, remove=('ln_2', 'ln_1', 'ln_1v', 'ln_f')):
+    """A FakeLN GPT-2 from HF weights with the named LayerNorms removed after a few steps."""
+    torch.manual_seed(0)
+    model = GPT.from_pretrained(hf_dir, fakeln=True, aux_loss='baroni').train()
+    for _ in range(3):
+        idx = torch.randint(0, 97, (2, 16))
+        model(idx, idx)
+        model.step_emas()
+    for block in model.transformer.h:
+        for name in remove:
+            if name != 'ln_f':
+                getattr(block, name).remove(step=0)
+    if 'ln_f' in remove:
+        model.transformer.ln_f.remove(step=0)
+    return model.eval()
+
+
+def test_fakeln_gpt2_is_gpt2_before_removal_and_removes_qk_and_v_paths_apart(hf_gpt2_dir):
+    """With nothing removed a FakeLN model is HF GPT-2; removing ln_1 on the Q/K path and on the V
+    path are two different functions (Baroni et al. remove them at different steps)."""
+    from transformers import GPT2LMHeadModel
+    hf = GPT2LMHeadModel.from_pretrained(hf_gpt2_dir).eval()
+    idx = torch.randint(0, 97, (2, 20))
+    with torch.no_grad():
+        torch.testing.assert_close(fakeln_removed(hf_gpt2_dir, ())(idx)[0], hf(idx).logits, rtol=0, atol=1e-4)
+        qk = fakeln_removed(hf_gpt2_dir, ('ln_1',))(idx)[0]
+        v = fakeln_removed(hf_gpt2_dir, ('ln_1v',))(idx)[0]
+    assert (qk - v).abs().max() > 1e-3
+
+
+def test_fakeln_model_folds_and_exports_like_all_taperln(hf_gpt2_dir, tmp_path):
+    """Once every LayerNorm is removed, FakeLN folds exactly (ln_1 into the Q/K rows of c_attn, its
+    V-path copy into the V rows) and exports to transformers' GPT2LMHeadModel."""
+    from transformers import GPT2LMHeadModel
+    from fold import export_hf, fold_model, max_logit_diff
+    model = fakeln_removed(hf_gpt2_dir)
+    folded = fold_model(model)
+    assert max_logit_diff(model, folded) < 1e-5 and folded.fakelns() == []
+    export_hf(model, tmp_path)
+    idx = torch.randint(0, 97, (2, 30))
+    with torch.no_grad():
+        diff = (GPT2LMHeadModel.from_pretrained(tmp_path).eval()(idx).logits - model(idx)[0]).abs().max()
+    assert diff < 1e-5
+    with pytest.raises(ValueError, match='not every FakeLN'):
+        fold_model(fakeln_removed(hf_gpt2_dir, ('ln_2',)))
+
+
+def test_activation_checkpointing_gives_the_same_gradients_and_statistics():
+    """Recomputing blocks in backward changes neither the gradients nor the calibration EMAs (they
+    average a step's observations, and a recomputed forward observes the same values again)."""
+    import copy
+    torch.manual_seed(0)
+    plain = GPT(tiny_config(taper='internal', aux_loss='fixed')).train()
+    ckpt = copy.deepcopy(plain)
+    ckpt.grad_checkpoint = True
+    idx = torch.randint(0, 64, (2, 16))
+    for model in (plain, ckpt):
+        model(idx, idx)[1].backward()
+        model.step_emas()
+    for p, q in zip(plain.parameters(), ckpt.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-6, atol=1e-8)
+    for a, b in zip(plain.tapered_norms(), ckpt.tapered_norms()):
+        torch.testing.assert_close(a.ema_num.value, b.ema_num.value)

@@ -19,6 +19,7 @@ from model import GPT
 
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / 'shared' / 'data'
+os.environ.setdefault('TIKTOKEN_CACHE_DIR', str(SHARED / 'tiktoken'))  # GPT-2 BPE offline
 TINY = ['--device=cpu', '--vocab_size=512', '--n_layer=2', '--n_head=4', '--n_embd=64',
         '--block_size=64', '--batch_size=8', '--max_iters=40', '--warmup_iters=8', '--taper_start=8',
         '--taper_end=32', '--lr_decay_iters=40', '--eval_interval=20', '--eval_iters=4',
@@ -135,37 +136,48 @@ def test_resume_continues_the_same_run_bitwise(data_dir, tmp_path):
     assert a['iter_num'] == b['iter_num'] == 40
     for key in a['model']:
         assert torch.equal(a['model'][key], b['model'][key]), key
-    for sa, sb in zip(a['optimizer']['state'].values(), b['optimizer']['state'].values()):
-        assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    state_a, state_b = a['optimizer']['state'], b['optimizer']['state']
+    assert state_a.keys() == state_b.keys()
+    for name in state_a:
+        assert all(torch.equal(state_a[name][k], state_b[name][k]) for k in state_a[name]), name
     (train_a, evals_a), (train_b, evals_b) = read_log(straight), read_log(split)
     assert [r['iter'] for r in train_a] == [r['iter'] for r in train_b]  # the log continues, no repeats
     assert [r['loss'] for r in train_a] == [r['loss'] for r in train_b]
     assert [r['val_loss'] for r in evals_a] == [r['val_loss'] for r in evals_b]
 
 
-def test_ddp_matches_one_process(data_dir, tmp_path):
+def test_ddp_and_fsdp_match_one_process(data_dir, tmp_path):
     """torchrun with 2 gloo ranks, each drawing its own half of the batch, follows the loss curve of
-    one process with the same global batch (2 micro-batches of accumulation)."""
+    one process with the same global batch (2 micro-batches of accumulation), replicated (DDP) or
+    sharded (FSDP2); the FSDP run's checkpoint is gathered whole and loads like any other."""
     common = [*TINY, f'--data_dir={data_dir}', '--taper=internal', '--aux_loss=fixed',
               '--gradient_accumulation_steps=2', '--max_iters=24']
     run('train.py', *common, f'--out_dir={tmp_path / "one"}')
-    run('train.py', *common, f'--out_dir={tmp_path / "two"}', torchrun=2)
-    one, two = read_log(tmp_path / 'one'), read_log(tmp_path / 'two')
-    for rows_one, rows_two in zip(one, two):
-        assert len(rows_one) == len(rows_two) > 2
-        for r1, r2 in zip(rows_one, rows_two):
-            assert r1['loss'] == pytest.approx(r2['loss'], rel=1e-5, abs=1e-5)
-    assert one[0][-1]['c'] == pytest.approx(two[0][-1]['c'], rel=1e-5)
+    run('train.py', *common, f'--out_dir={tmp_path / "ddp"}', torchrun=2)
+    run('train.py', *common, f'--out_dir={tmp_path / "fsdp"}', '--fsdp', torchrun=2)
+    one = read_log(tmp_path / 'one')
+    for name in ('ddp', 'fsdp'):
+        two = read_log(tmp_path / name)
+        for rows_one, rows_two in zip(one, two):
+            assert len(rows_one) == len(rows_two) > 2
+            for r1, r2 in zip(rows_one, rows_two):
+                assert r1['loss'] == pytest.approx(r2['loss'], rel=1e-5, abs=1e-5), name
+        assert one[0][-1]['c'] == pytest.approx(two[0][-1]['c'], rel=1e-5)
+    a = GPT.from_checkpoint(str(tmp_path / 'one' / 'ckpt.pt')).state_dict()
+    b = GPT.from_checkpoint(str(tmp_path / 'fsdp' / 'ckpt.pt')).state_dict()
+    assert all(torch.allclose(a[k], b[k], rtol=1e-4, atol=1e-5) for k in a if a[k].is_floating_point())
 
 
 def test_user_errors_give_one_sentence(data_dir, tmp_path):
     """A typo in a config key, a missing data folder, a NaN loss and an incompatible checkpoint each
     stop with one line that says what to do; the last good checkpoint survives the NaN."""
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "out"}', '--max_iters=20')
     cases = [
         ([f'--data_dir={data_dir}', '--learing_rate=1e-3'], "unknown config key 'learing_rate'",
          "did you mean 'learning_rate'"),
         (['--data_dir=' + str(tmp_path / 'nodata')], 'not found', 'prepare_tinystories.py'),
-        ([f'--data_dir={data_dir}', '--learning_rate=1e30'], 'training loss is nan', 'is kept'),
+        ([f'--data_dir={data_dir}', '--init_from=resume', '--learning_rate=1e30'], 'training loss is nan',
+         'out/ckpt.pt (iter 20), is kept'),
     ]
     for args, *phrases in cases:
         proc = run('train.py', *TINY, f'--out_dir={tmp_path / "out"}', *args, check=False)
@@ -173,8 +185,8 @@ def test_user_errors_give_one_sentence(data_dir, tmp_path):
         assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr
         assert all(p in last for p in phrases), last
     kept = torch.load(tmp_path / 'out' / 'ckpt.pt', weights_only=True)
-    assert kept['iter_num'] == 0 and all(torch.isfinite(v).all() for v in kept['model'].values()
-                                         if v.is_floating_point())
+    assert kept['iter_num'] == 20 and all(torch.isfinite(v).all() for v in kept['model'].values()
+                                          if v.is_floating_point())
     proc = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "out"}',
                '--init_from=resume', '--n_embd=32', check=False)
     assert 'cannot resume' in proc.stderr and 'n_embd=64' in proc.stderr and 'Traceback' not in proc.stderr
@@ -256,3 +268,115 @@ def test_bench_script_runs_and_its_json_parses():
                      '--vocab_size=100', '--batch_size=1', '--prompt_len=16', '--max_new_tokens=4', '--repeats=1')
     assert {r['variant'] for r in json.loads(fused_only.stdout.strip().splitlines()[-1])['rows']} == \
         {'baseline', 'fused'}
+
+
+def test_sample_script_from_an_hf_gpt2_directory(tmp_path):
+    """--init_from takes an HF GPT-2 name or save_pretrained directory and decodes with tiktoken's
+    GPT-2 BPE (offline: the tiktoken cache in ../shared/data)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=64)).save_pretrained(tmp_path)
+    proc = run('sample.py', f'--init_from={tmp_path}', '--device=cpu', '--num_samples=1',
+               '--max_new_tokens=8', '--start=hello world')
+    assert proc.stdout.startswith('hello world') and len(proc.stdout.split('---')[0]) > len('hello world')
+
+
+# --- GPT-2 fine-tuning: prepare_owt.py, the four protocols, fold, evaluate.py ------------------------
+
+@pytest.fixture(scope='module')
+def owt_dir(tmp_path_factory):
+    """prepare_owt.py on the 1,000 local OpenWebText documents, plus two small Pile files of 1024-token
+    rows (the hub's format) cut from tokenized OWT text."""
+    import tiktoken
+    root = tmp_path_factory.mktemp('owt')
+    enc = tiktoken.get_encoding('gpt2')
+    docs = [json.loads(line)['text'] for line in open(SHARED / 'openwebtext' / 'sample.jsonl')][-60:]
+    stream = [t for d in docs for t in enc.encode_ordinary(d) + [enc.eot_token]]
+    for name, rows in (('pile', 6), ('pile_filtered', 4)):
+        with open(root / f'{name}.jsonl', 'w') as f:
+            for r in range(rows):
+                f.write(json.dumps({'input_ids': stream[r * 1024:(r + 1) * 1024]}) + '\n')
+    out = root / 'data'
+    import prepare_owt
+    prepare_owt.main(['--input_file', str(SHARED / 'openwebtext' / 'sample.jsonl'), '--val_fraction', '0.05',
+                      '--out_dir', str(out), '--num_proc', '2', '--pile_file', str(root / 'pile.jsonl'),
+                      '--pile_filtered_file', str(root / 'pile_filtered.jsonl')])
+    return out
+
+
+def test_prepare_owt(owt_dir):
+    """GPT-2 BPE with an end-of-text token after each document; the val split is train_test_split's;
+    the Pile rows are kept as they are."""
+    import tiktoken
+    meta = json.load(open(owt_dir / 'meta.json'))
+    assert meta['vocab_size'] == 50257 and meta['eot_token'] == 50256
+    val = np.memmap(owt_dir / 'val.bin', dtype=np.uint16, mode='r')
+    assert (val == 50256).sum() == 50 and val[-1] == 50256  # 5% of 1,000 documents
+    assert 'the' in tiktoken.get_encoding('gpt2').decode(val[:200].tolist())
+    assert len(np.memmap(owt_dir / 'pile.bin', dtype=np.uint16, mode='r')) == 6 * 1024
+
+
+@pytest.fixture(scope='module')
+def tiny_gpt2(tmp_path_factory):
+    """A small random GPT-2 with the real 50,257-token vocabulary, as save_pretrained writes it."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    path = tmp_path_factory.mktemp('tiny-gpt2-50k')
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=128)).save_pretrained(path)
+    return path
+
+
+# The paper's S configs on a scaled-down schedule: 2 layers, 16 steps, FakeLN removals 2..13.
+FINETUNE_TINY = ['--device=cpu', '--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=64', '--batch_size=4',
+                 '--gradient_accumulation_steps=2', '--max_iters=16', '--warmup_iters=2', '--lr_decay_iters=16',
+                 '--learning_rate=1e-3', '--min_lr=1e-4', '--taper_start=3', '--taper_end=12',
+                 '--fakeln_start=(2,6,9,13)', '--fakeln_gap=(1,1,1)', '--fakeln_eot_end=14',
+                 '--eval_interval=8', '--eval_iters=2', '--log_interval=2', '--dtype=float32']
+
+
+@pytest.fixture(scope='module')
+def finetuned(owt_dir, tiny_gpt2, tmp_path_factory):
+    root = tmp_path_factory.mktemp('finetune')
+    for proto in ('vanilla', 'fakeln', 'internaltaper', 'alltaper'):
+        extra = ['--grad_checkpoint'] if proto == 'alltaper' else []
+        run('train.py', ROOT / 'config' / f'finetune_gpt2_s_{proto}.py', *FINETUNE_TINY, *extra,
+            f'--init_from={tiny_gpt2}', f'--data_dir={owt_dir}', f'--out_dir={root / proto}')
+    return root
+
+
+@pytest.mark.parametrize('proto', ['vanilla', 'fakeln', 'internaltaper', 'alltaper'])
+def test_finetuning_protocols_reach_a_layernorm_free_model(finetuned, proto):
+    """Each protocol of Table 3 fine-tunes from HF weights: FakeLN removes ln_2, ln_1 (Q/K),
+    ln_1 (V) layer by layer and then ln_f at the configured steps; the TaperLN gate reaches 0; the
+    result folds with fold.py without changing its logits."""
+    train_rows, evals = read_log(finetuned / proto)
+    assert train_rows[-1]['loss'] < train_rows[0]['loss']
+    model = GPT.from_checkpoint(str(finetuned / proto / 'ckpt.pt'))
+    if proto == 'vanilla':
+        assert model.tapered_norms() == [] and model.fakelns() == []
+        return
+    if proto == 'fakeln':
+        steps = {name: m.removed_at.item() for name, m in model.named_modules() if hasattr(m, 'removed_at')}
+        expected = {'transformer.ln_f': 13}
+        for i in range(2):
+            expected.update({f'transformer.h.{i}.ln_2': 2 + i, f'transformer.h.{i}.ln_1': 6 + i,
+                             f'transformer.h.{i}.ln_1v': 9 + i})
+        assert steps == expected
+        assert [r['removed'] for r in train_rows] == [0, 1, 2, 3, 4, 6, 6, 7]  # iters 0, 2, ..., 14
+        assert model.config.aux_loss == 'baroni'
+    else:
+        assert evals[-1]['eval_gate'] == 0.0 and model.gate.item() == 0.0
+    proc = run('fold.py', f'--out_dir={finetuned / proto}')
+    assert float(re.search(r'\| = (\S+) on random tokens', proc.stdout).group(1)) < 1e-5
+
+
+def test_evaluate_script_prints_table3(finetuned, owt_dir):
+    """evaluate.py scores OWT-val, Pile and Pile-filtered as the mean CE over 1024-token chunks; a
+    folded checkpoint scores what the g = 0 model does."""
+    common = [f'--data_dir={owt_dir}', '--device=cpu', '--max_chunks=3', '--batch_size=2']
+    plain = run('evaluate.py', f'--out_dir={finetuned / "internaltaper"}', *common)
+    folded = run('evaluate.py', f'--out_dir={finetuned / "internaltaper"}', '--ckpt=ckpt_folded.pt', *common)
+    a, b = (json.loads(p.stdout.strip().splitlines()[-1]) for p in (plain, folded))
+    assert a['label'].startswith('Internal-TaperLN') and a['chunks'] == {'owt': 3, 'pile': 3, 'pile_filtered': 3}
+    for key in ('owt', 'pile', 'pile_filtered'):
+        assert 5 < a[key] < 12 and a[key] == pytest.approx(b[key], abs=1e-4)

@@ -21,6 +21,10 @@ from dataclasses import asdict
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                     get_optimizer_state_dict, set_optimizer_state_dict)
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model import GPT, GPTConfig, load_checkpoint
@@ -56,6 +60,13 @@ taper_end = 1_000_000     # g = 0 from here on
 aux_loss = 'fixed'        # 'none' | 'fixed' (eq. 5) | 'baroni'
 aux_weight = 0.1          # lambda
 ema_rate = 0.01           # mu
+# FakeLN, Baroni et al.'s protocol (GPT-2): layer i's ln_2 is removed at step start[0] + i gap[0],
+# then ln_1 on the Q/K path (start[1], gap[1]), on the V path (start[2], gap[2]), then ln_f at
+# start[3]; end-of-text positions keep their own sigma until fakeln_eot_end
+fakeln = False
+fakeln_start = (20, 44, 68, 104)
+fakeln_gap = (2, 2, 3)
+fakeln_eot_end = 106
 # AdamW, linear warmup then cosine decay
 learning_rate = 3e-4
 max_iters = 1_000_000
@@ -67,6 +78,9 @@ warmup_iters = 50_000
 lr_decay_iters = 1_000_000
 min_lr = 0.0
 # system
+grad_checkpoint = False   # recompute blocks in backward (activation checkpointing), for GPT-2 XL
+fsdp = False              # under torchrun: shard parameters, gradients and AdamW state (FSDP2)
+                          # instead of replicating them (DDP), for GPT-2 XL on smaller GPUs
 device = 'cuda'
 dtype = 'bfloat16'        # 'bfloat16' (autocast) | 'float32'; the CPU always runs float32
 compile = False
@@ -93,6 +107,11 @@ if ddp:
 else:
     rank, world_size = 0, 1
 master = rank == 0
+if fsdp and not ddp:
+    raise SystemExit("fsdp shards the model over ranks: launch with torchrun --nproc_per_node=N")
+if fsdp and eval_iters % world_size:
+    raise SystemExit(f"under FSDP every evaluation forward is collective: make eval_iters a multiple "
+                     f"of the {world_size} ranks")
 if gradient_accumulation_steps % world_size:
     raise SystemExit(f"gradient_accumulation_steps={gradient_accumulation_steps} must be a multiple "
                      f"of the {world_size} ranks")
@@ -188,7 +207,7 @@ def get_gate(it):
 # --- model, optimizer, resume ---------------------------------------------------------------------
 model_args = dict(arch=arch, block_size=block_size, vocab_size=vocab_size, n_layer=n_layer,
                   n_head=n_head, n_embd=n_embd, norm=norm, taper=taper, aux_loss=aux_loss,
-                  aux_weight=aux_weight, ema_rate=ema_rate)
+                  aux_weight=aux_weight, ema_rate=ema_rate, fakeln=fakeln)
 ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 log_path = os.path.join(out_dir, 'log.jsonl')
 iter_num = 0
@@ -204,13 +223,24 @@ elif init_from == 'resume':
     iter_num = checkpoint['iter_num']
 else:
     model = GPT.from_pretrained(init_from, taper=taper, aux_loss=aux_loss, aux_weight=aux_weight,
-                                ema_rate=ema_rate)
-    for key in ('block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd'):
+                                ema_rate=ema_rate, fakeln=fakeln)
+    if block_size > model.config.block_size:
+        raise SystemExit(f"block_size={block_size} exceeds {init_from}'s context of "
+                         f"{model.config.block_size}")
+    for key in ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'arch', 'norm'):
         config[key] = getattr(model.config, key)
 model.to(device)
-optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
-if checkpoint is not None:
-    optimizer.load_state_dict(checkpoint['optimizer'])
+raw_model = model
+raw_model.grad_checkpoint = grad_checkpoint
+if fsdp:  # FSDP2: each block is one shard unit, the root holds the embeddings, ln_f and head
+    for block in raw_model.transformer.h:
+        fully_shard(block)
+    fully_shard(raw_model)
+optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+full_state = StateDictOptions(full_state_dict=True, cpu_offload=True) if fsdp else None
+if checkpoint is not None:  # optimizer state is keyed by parameter name, so any mode resumes any other
+    set_optimizer_state_dict(raw_model, optimizer, checkpoint['optimizer'],
+                             options=StateDictOptions(full_state_dict=True) if fsdp else None)
     sampler.set_state(checkpoint['sampler'])
     torch.set_rng_state(checkpoint['rng']['torch'])
     if device_type == 'cuda' and checkpoint['rng'].get('cuda') is not None:
@@ -222,13 +252,12 @@ if checkpoint is not None:
     checkpoint = None  # free it
 elif master and os.path.isfile(log_path):
     os.remove(log_path)
-raw_model = model
 needs_start = taper != 'none' or aux_loss == 'fixed'
 if master:
     print(f"parameters: {raw_model.get_num_params():,}")
 if compile:
     model = torch.compile(model)
-if ddp:
+if ddp and not fsdp:
     # Tapered runs leave gammatilde (before taper start) or gamma (at g = 0) out of the graph.
     # Buffers are not broadcast: each rank's pending EMA sums must stay its own until step_emas().
     model = DDP(model, device_ids=[int(os.environ['LOCAL_RANK'])] if device_type == 'cuda' else None,
@@ -259,8 +288,13 @@ def estimate_loss():
 WEIGHT_TYPES = ('q', 'k', 'v', 'o', 'mlp_in', 'mlp_out', 'norms')
 
 
+def whole(t):
+    """A plain tensor: FSDP's gradients are sharded DTensors, gathered here for the log."""
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
 def grad_norm(*params):
-    return torch.sqrt(sum(p.grad.float().pow(2).sum() for p in params if p.grad is not None)
+    return torch.sqrt(sum(whole(p.grad).float().pow(2).sum() for p in params if p.grad is not None)
                       + torch.zeros((), device=device))
 
 
@@ -269,7 +303,7 @@ def grad_norms_by_type():
     d = raw_model.config.n_embd
     per_block = []
     for block in raw_model.transformer.h:
-        qkv = block.attn.c_attn.weight.grad.float()  # rows: q, k, v
+        qkv = whole(block.attn.c_attn.weight.grad).float()  # rows: q, k, v
         mlp = block.mlp
         mlp_in = (mlp.w1.weight, mlp.w3.weight) if arch == 'llama' else (mlp.c_fc.weight,)
         mlp_out = mlp.w2.weight if arch == 'llama' else mlp.c_proj.weight
@@ -283,9 +317,16 @@ last_saved = None
 
 
 def save_checkpoint():
-    """Atomic: a crash while writing leaves the previous checkpoint intact."""
+    """Atomic: a crash while writing leaves the previous checkpoint intact. Under FSDP every rank
+    takes part in gathering the full state; rank 0 writes it."""
     global last_saved
-    ckpt = dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
+    if not (master or fsdp):
+        return
+    model_state = get_model_state_dict(raw_model, options=full_state)
+    optimizer_state = get_optimizer_state_dict(raw_model, optimizer, options=full_state)
+    if not master:
+        return
+    ckpt = dict(model=model_state, optimizer=optimizer_state,
                 model_args=asdict(raw_model.config), config=config, iter_num=iter_num,
                 sampler=sampler_state, tokenizer=tokenizer_reference(),
                 rng=dict(torch=torch.get_rng_state(),
@@ -317,6 +358,18 @@ if wandb_log and master:
     import wandb
     wandb.init(project=wandb_project, name=wandb_run_name, config=config)
 
+def fakeln_schedule():
+    """(removal step, FakeLN layer, name) for every LayerNorm, in Baroni et al.'s order."""
+    schedule = []
+    for kind, (start, gap) in enumerate(zip(fakeln_start[:3], fakeln_gap)):
+        for i, block in enumerate(raw_model.transformer.h):
+            norm, name = [(block.ln_2, 'ln_2'), (block.ln_1, 'ln_1 (Q/K)'), (block.ln_1v, 'ln_1 (V)')][kind]
+            schedule.append((start + i * gap, norm, f"h.{i}.{name}"))
+    return schedule + [(fakeln_start[3], raw_model.transformer.ln_f, 'ln_f')]
+
+
+removals = fakeln_schedule() if fakeln else []
+
 # --- the loop ------------------------------------------------------------------------------------
 batches = get_step_batches()
 t0, last_log_iter = time.time(), iter_num
@@ -325,6 +378,12 @@ while True:
         raw_model.start_taper()  # once: c, gammatilde and s_tgt from the statistics of g = 1
     gate = get_gate(iter_num) if taper != 'none' else 1.0
     raw_model.set_gate(gate)
+    for step, norm, name in removals:
+        if iter_num >= step and not norm.removed:  # sigma_avg frozen from the EMA of its real sigma
+            norm.remove(iter_num)
+            if master:
+                print(f"iter {iter_num}: removed {name}, sigma_avg {norm.sigma_avg.item():.4g}")
+    raw_model.eot_keeps_sigma = fakeln and iter_num < fakeln_eot_end
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
         group['lr'] = lr
@@ -336,7 +395,7 @@ while True:
         raw_model.set_gate(gate)
         stop_if_not_finite(losses['val'], 'the validation loss')
         log(dict(iter=iter_num, gate=gate, eval_gate=eval_gate, loss=losses['train'], val_loss=losses['val']))
-        if master and not eval_only:
+        if iter_num > 0 and not eval_only:  # nothing is trained at 0 (and AdamW has no state to save)
             save_checkpoint()
     if iter_num >= max_iters or eval_only:
         break
@@ -344,7 +403,9 @@ while True:
     # one optimizer step over accum_steps micro-batches per rank
     sums = torch.zeros(4, device=device)  # ce, aux, logit norm, pre-logit scale
     for micro_step, (X, Y) in enumerate(batches):
-        if ddp:
+        if fsdp:  # gradients are reduced once, after the last micro-batch
+            raw_model.set_requires_gradient_sync(micro_step == accum_steps - 1)
+        elif ddp:
             model.require_backward_grad_sync = micro_step == accum_steps - 1
         with ctx:
             _, loss, stats = model(X, Y, return_stats=True)
@@ -366,8 +427,9 @@ while True:
         dt = (time.time() - t0) / max(1, iter_num + 1 - last_log_iter)
         t0, last_log_iter = time.time(), iter_num + 1
         log(dict(iter=iter_num, lr=lr, gate=gate, loss=ce, aux=aux, logit_norm=logit_norm,
-                 prelogit_scale=prelogit_scale, grad_norm=total_norm.item(), **grads,
+                 prelogit_scale=prelogit_scale, grad_norm=whole(total_norm).item(), **grads,
                  c=[m.c.item() for m in raw_model.tapered_norms()], s_tgt=raw_model.s_tgt.item(),
+                 removed=sum(m.removed for m in raw_model.fakelns()),
                  tok_per_s=tokens_per_iter / dt,
                  mfu=raw_model.estimate_mfu(accum_steps * batch_size, dt, peak_flops)))
     iter_num += 1

@@ -1,0 +1,39 @@
+# GPT-2 L (gpt2-large), All-TaperLN (+fixed-target aux), every LayerNorm tapered: the paper's Table 3, row L/alltaper.
+# Paper's end cross-entropy, OWT / Pile / Pile-filtered: 2.6230 / 2.6539 / 2.4814.
+# App. D: OpenWebText, bf16, grad clip 1.0, AdamW weight decay 0.01, cosine LR with warmup,
+# 28 x 18 x 1024 = 516,096 tokens per step.
+
+out_dir = 'out-gpt2-l-alltaper'
+init_from = 'gpt2-large'
+data_dir = 'data/openwebtext'
+
+arch = 'gpt2'
+norm = 'layernorm'
+n_layer = 36
+n_head = 20
+n_embd = 1280
+vocab_size = 50257
+block_size = 1024
+
+batch_size = 28
+gradient_accumulation_steps = 18
+learning_rate = 3e-4
+min_lr = 4e-5
+weight_decay = 0.01
+grad_clip = 1.0
+max_iters = 600
+warmup_iters = 30
+lr_decay_iters = 1200
+
+taper = 'all'
+taper_start = 30
+taper_end = 500
+aux_loss = 'fixed'
+aux_weight = 0.1
+ema_rate = 0.1
+
+dtype = 'bfloat16'
+grad_checkpoint = False
+eval_interval = 50
+eval_iters = 20
+log_interval = 1

@@ -1,0 +1,39 @@
+# GPT-2 M (gpt2-medium), All-TaperLN (+fixed-target aux), every LayerNorm tapered: the paper's Table 3, row M/alltaper.
+# Paper's end cross-entropy, OWT / Pile / Pile-filtered: 2.7715 / 2.6248 / 2.6191.
+# App. D: OpenWebText, bf16, grad clip 1.0, AdamW weight decay 0.01, cosine LR with warmup,
+# 22 x 23 x 1024 = 518,144 tokens per step.
+
+out_dir = 'out-gpt2-m-alltaper'
+init_from = 'gpt2-medium'
+data_dir = 'data/openwebtext'
+
+arch = 'gpt2'
+norm = 'layernorm'
+n_layer = 24
+n_head = 16
+n_embd = 1024
+vocab_size = 50257
+block_size = 1024
+
+batch_size = 22
+gradient_accumulation_steps = 23
+learning_rate = 6e-4
+min_lr = 3e-4
+weight_decay = 0.01
+grad_clip = 1.0
+max_iters = 500
+warmup_iters = 10
+lr_decay_iters = 500
+
+taper = 'all'
+taper_start = 20
+taper_end = 200
+aux_loss = 'fixed'
+aux_weight = 0.1
+ema_rate = 0.1
+
+dtype = 'bfloat16'
+grad_checkpoint = False
+eval_interval = 50
+eval_iters = 20
+log_interval = 1

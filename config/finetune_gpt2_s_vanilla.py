@@ -1,0 +1,35 @@
+# GPT-2 S (gpt2), Vanilla (fine-tuned, LayerNorms intact): the paper's Table 3, row S/vanilla.
+# Paper's end cross-entropy, OWT / Pile / Pile-filtered: 3.0126 / 2.8511 / 2.8112.
+# App. D: OpenWebText, bf16, grad clip 1.0, AdamW weight decay 0.01, cosine LR with warmup,
+# 32 x 16 x 1024 = 524,288 tokens per step.
+
+out_dir = 'out-gpt2-s-vanilla'
+init_from = 'gpt2'
+data_dir = 'data/openwebtext'
+
+arch = 'gpt2'
+norm = 'layernorm'
+n_layer = 12
+n_head = 12
+n_embd = 768
+vocab_size = 50257
+block_size = 1024
+
+batch_size = 32
+gradient_accumulation_steps = 16
+learning_rate = 6e-4
+min_lr = 3e-4
+weight_decay = 0.01
+grad_clip = 1.0
+max_iters = 300
+warmup_iters = 25
+lr_decay_iters = 300
+
+taper = 'none'
+aux_loss = 'none'
+
+dtype = 'bfloat16'
+grad_checkpoint = False
+eval_interval = 50
+eval_iters = 20
+log_interval = 1
