@@ -163,7 +163,7 @@ class Generation:
 def time_setting(variants, mode, B, T, K):
     """{variant: (median prefill s, median decode s)}. The variants take turns within every repeat,
     so the machine's drift lands on all of them alike and their ratios stay honest."""
-    prompt = torch.randint(0, vocab_size, (B, T), device=device)
+    prompt = torch.randint(0, variants['baseline'].config.vocab_size, (B, T), device=device)
     runs = {name: Generation(model, mode, prompt, K) for name, model in variants.items()}
     times = {name: [] for name in variants}
     for r in range(repeats + 1):  # the first round warms up (and compiles)

@@ -18,6 +18,7 @@ import os
 from dataclasses import asdict, replace
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 
 from model import GPT, LayerNorm, load_checkpoint
@@ -100,14 +101,26 @@ def fold_model(model):
     return folded.to(dtype)
 
 
+def check_tokens(config, data_dir=None, batch_size=4, seq_len=128, seed=0):
+    """(tokens, source) to compare two models on: windows of the run's own validation text when
+    data_dir/val.bin exists, else random tokens. A norm-free model's activations on random tokens
+    can overflow float32, which makes any comparison there meaningless."""
+    T = min(seq_len, config.block_size)
+    path = os.path.join(data_dir, 'val.bin') if data_dir else ''
+    if os.path.isfile(path):
+        data = np.memmap(path, dtype=np.uint16, mode='r')[:batch_size * T]
+        return torch.from_numpy(data.astype(np.int64)).view(batch_size, T), 'validation text'
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, config.vocab_size, (batch_size, T), generator=generator), 'random tokens'
+
+
 @torch.no_grad()
-def max_logit_diff(a, b, batch_size=4, seq_len=128, seed=0):
-    """max |logits_a - logits_b| on random tokens, both models in float32."""
-    cfg = a.config
-    idx = torch.randint(0, cfg.vocab_size, (batch_size, min(seq_len, cfg.block_size)),
-                        generator=torch.Generator().manual_seed(seed))
+def max_logit_diff(a, b, idx=None, dtype=torch.float32):
+    """max |logits_a - logits_b| on idx (default: random tokens), copies of both models in dtype."""
+    idx = check_tokens(a.config)[0] if idx is None else idx
+    a, b = (copy.deepcopy(m).to(dtype).eval() for m in (a, b))
     idx = idx.to(a.lm_head.weight.device)
-    return (a.eval().float()(idx)[0] - b.eval().float()(idx)[0]).abs().max().item()
+    return (a(idx)[0] - b(idx)[0]).abs().max().item()
 
 
 # --- HF export (GPT-2) -------------------------------------------------------------------------------
@@ -171,8 +184,14 @@ def main(argv=None):
         folded = fold_model(model)
     except (FileNotFoundError, ValueError) as e:
         raise SystemExit(f"cannot fold {path}: {e}") from None
-    diff = max_logit_diff(model, folded)
-    print(f"max |logits(g=0) - logits(folded)| = {diff:.2e} on random tokens (float32)")
+    idx, source = check_tokens(model.config, (ckpt.get('config') or {}).get('data_dir'))
+    diff = max_logit_diff(model, folded, idx)
+    with torch.no_grad():
+        scale = model.eval()(idx)[0].abs().max().item()
+    model64 = copy.deepcopy(model).double()  # the algebra alone, without float32 weights
+    exact = max_logit_diff(model64, fold_model(model64), idx, torch.float64)
+    print(f"max |logits(g=0) - logits(folded)| = {diff:.2e} on {source} "
+          f"(max |logits| {scale:.3g}, float32); {exact:.2e} with both in float64")
     out = os.path.join(args.out_dir, args.out)
     ckpt = dict(model=folded.state_dict(), model_args=asdict(folded.config), config=ckpt.get('config'),
                 iter_num=ckpt.get('iter_num'), tokenizer=ckpt.get('tokenizer'), folded_from=path)

@@ -393,7 +393,8 @@ while True:
         raw_model.set_gate(eval_gate)
         losses = estimate_loss()
         raw_model.set_gate(gate)
-        stop_if_not_finite(losses['val'], 'the validation loss')
+        if eval_gate == gate:  # the model as it trains; mid-taper, g = 0 is a diagnostic only
+            stop_if_not_finite(losses['val'], 'the validation loss')
         log(dict(iter=iter_num, gate=gate, eval_gate=eval_gate, loss=losses['train'], val_loss=losses['val']))
         if iter_num > 0 and not eval_only:  # nothing is trained at 0 (and AdamW has no state to save)
             save_checkpoint()

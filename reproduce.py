@@ -1,0 +1,185 @@
+"""
+The paper's TinyStories effects at CPU scale, in one command (the README's Results section):
+
+    python reproduce.py --input_file=../shared/data/tinystories/train_sample.txt \
+                        --val_file=../shared/data/tinystories/valid_sample.txt
+    python reproduce.py --seeds=1337,1338,1339             # mean and std over seeds
+    python reproduce.py --seeds=1 -- --max_iters=20        # arguments after -- go to every train.py
+
+Without --input_file, prepare_tinystories.py downloads the full dataset. Then, with the same seed and
+data order for every setting:
+1. train.py config/tinystories_cpu.py as Baseline, Internal-Taper (+aux), All-Taper (+aux) and
+   All-Taper without aux;
+2. the validation cross-entropy of each, tapered models at g = 0, over held-out windows;
+3. fold.py on every tapered run, and the validation cross-entropy of the folded model, which must
+   be the g = 0 model's;
+4. bench.py --fused: KV-cached decoding of the Internal-Taper model, Baseline vs folded;
+5. plot.py: assets/{loss,logit_norm,grad_norms}.png; assets/results.json; a table printed in
+   Markdown.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from model import GPT
+
+SETTINGS = {  # name: (label, taper, aux_loss)
+    'baseline': ('Baseline', 'none', 'none'),
+    'internal': ('Internal-Taper (+aux)', 'internal', 'fixed'),
+    'all': ('All-Taper (+aux)', 'all', 'fixed'),
+    'all-noaux': ('All-Taper (no aux)', 'all', 'none'),
+}
+PAPER_GAP = {'internal': '+1.46%', 'all': '+1.82%', 'all-noaux': 'not reported'}  # Table 1, 1M row
+CONFIG = 'config/tinystories_cpu.py'
+
+
+def run(*args, allow_divergence=False):
+    """Run one of the repository's scripts, echoing its command; its output is returned. A training
+    run that stops on a non-finite loss returns None when allow_divergence is set."""
+    cmd = [sys.executable, *map(str, args)]
+    print('$', ' '.join(cmd[1:]), flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''
+        if allow_divergence and (' is nan ' in last or ' is inf ' in last):
+            print(f"  diverged: {last}", flush=True)
+            return None
+        raise SystemExit(f"{args[0]} failed:\n{proc.stderr[-2000:]}")
+    return proc.stdout
+
+
+@torch.no_grad()
+def val_ce(ckpt_path, data_dir, max_windows, batch_size=32):
+    """Cross-entropy over consecutive held-out windows of val.bin, tapered models at g = 0:
+    dict(mean, median, outliers). A norm-free model can blow up on a few unusual windows and
+    dominate the mean, so the median window and the count of windows above twice it are kept too."""
+    model = GPT.from_checkpoint(ckpt_path).eval()
+    if model.started and model.tapered_norms():
+        model.set_gate(0.0)
+    T = model.config.block_size
+    data = np.memmap(os.path.join(data_dir, 'val.bin'), dtype=np.uint16, mode='r')
+    n = min(max_windows, (len(data) - 1) // T)
+    windows = torch.from_numpy(data[:n * T + 1].astype(np.int64))
+    per_window = []
+    for start in range(0, n, batch_size):
+        idx = torch.arange(start, min(n, start + batch_size))[:, None] * T + torch.arange(T)
+        logits = model(windows[idx])[0].float()
+        ce = F.cross_entropy(logits.transpose(1, 2), windows[idx + 1], reduction='none')  # (B, T)
+        per_window += ce.mean(dim=1).tolist()
+    median = statistics.median(per_window)
+    return dict(mean=statistics.mean(per_window), median=median,
+                outliers=sum(not c <= 2 * median for c in per_window))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--input_file', help="local TinyStories text (default: download the full dataset)")
+    parser.add_argument('--val_file', help="local validation text")
+    parser.add_argument('--data_dir', default='data/tinystories2048', help="prepared here unless present")
+    parser.add_argument('--seeds', default='1337', help="comma-separated training seeds")
+    parser.add_argument('--out_root', default='out-repro', help="one run folder per setting and seed")
+    parser.add_argument('--assets', default='assets', help="where the figures and results.json go")
+    parser.add_argument('--val_windows', type=int, default=512, help="held-out windows to score")
+    parser.add_argument('--retrain', action='store_true', help="train runs whose checkpoint exists too")
+    parser.add_argument('--bench_prompt', type=int, default=128, help="decoding benchmark prompt length")
+    parser.add_argument('--bench_new', type=int, default=64, help="decoding benchmark new tokens")
+    args, train_args = parser.parse_known_args(argv)
+    train_args = [a for a in train_args if a != '--']
+    seeds = [int(s) for s in args.seeds.split(',')]
+    t0 = time.time()
+
+    if not os.path.isfile(os.path.join(args.data_dir, 'val.bin')):
+        local = ['--input_file', args.input_file] if args.input_file else []
+        local += ['--val_file', args.val_file] if args.val_file else []
+        run('prepare_tinystories.py', '--vocab_size', 2048, '--out_dir', args.data_dir, *local)
+
+    ce, runs, diverged = {}, {}, {}
+    for name, (label, taper, aux) in SETTINGS.items():
+        for seed in seeds:
+            out_dir = os.path.join(args.out_root, f'{name}-s{seed}')
+            if os.path.isfile(os.path.join(out_dir, 'ckpt.pt')) and not args.retrain:
+                print(f"{out_dir}: skipped, its checkpoint exists (--retrain trains it again)")
+                finished = ''
+            else:
+                finished = run('train.py', CONFIG, f'--taper={taper}', f'--aux_loss={aux}', f'--seed={seed}',
+                               f'--out_dir={out_dir}', f'--data_dir={args.data_dir}', *train_args,
+                               allow_divergence=True)
+            runs.setdefault(name, []).append(out_dir)  # its log is plotted either way
+            if finished is None:
+                diverged.setdefault(name, []).append(seed)
+            else:
+                ce.setdefault(name, []).append(val_ce(os.path.join(out_dir, 'ckpt.pt'), args.data_dir,
+                                                      args.val_windows))
+
+    fold = {}
+    for name in SETTINGS:
+        if name == 'baseline' or name not in ce:
+            continue
+        out_dir = next(d for d, s in zip(runs[name], seeds) if s not in diverged.get(name, []))
+        printed = run('fold.py', f'--out_dir={out_dir}')
+        folded = val_ce(os.path.join(out_dir, 'ckpt_folded.pt'), args.data_dir, args.val_windows)
+        fold[name] = dict(max_logit_diff=float(printed.split('| = ')[1].split()[0]),
+                          val_ce=ce[name][0]['median'], val_ce_folded=folded['median'])
+
+    bench = json.loads(run('bench.py', '--fused', f"--ckpt={os.path.join(runs['internal'][0], 'ckpt.pt')}",
+                           '--device=cpu', '--batch_size=1', f'--prompt_len={args.bench_prompt}',
+                           f'--max_new_tokens={args.bench_new}',
+                           '--repeats=9').strip().splitlines()[-1])['rows']
+    figures = run('plot.py', *[d for name in SETTINGS for d in runs[name]], '--out_dir', args.assets)
+
+    def summary(scores, key):
+        values = [s[key] for s in scores]
+        return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+    base = {key: summary(ce['baseline'], key)[0] for key in ('mean', 'median')}
+    table = {}
+    for name, (label, _, _) in SETTINGS.items():
+        scores = ce.get(name, [])
+        row = dict(label=label, val_ce=scores, diverged_seeds=diverged.get(name, []))
+        for key in ('mean', 'median'):
+            value, std = summary(scores, key) if scores else (None, None)
+            row[key], row[key + '_std'] = value, std
+            row[key + '_gap'] = None if name == 'baseline' or value is None else 100 * (value / base[key] - 1)
+        row['outliers'] = sum(s['outliers'] for s in scores)
+        table[name] = row
+    tok_per_s = {r['variant']: r['tok_per_s'] for r in bench}
+    results = dict(seeds=seeds, settings=table, fold=fold, bench=bench, train_args=train_args,
+                   minutes=(time.time() - t0) / 60)
+    os.makedirs(args.assets, exist_ok=True)
+    with open(os.path.join(args.assets, 'results.json'), 'w') as f:
+        json.dump(results, f, indent=1)
+
+    def cell(row, key):
+        if row[key] is None:
+            return 'diverged'
+        std = f" ± {row[key + '_std']:.4f}" if row[key + '_std'] is not None else ''
+        gap = f" ({row[key + '_gap']:+.3g}%)" if row[key + '_gap'] is not None else ''
+        return f"{row[key]:.4g}{std}{gap}"
+
+    print(f"\nval CE at g = 0 over {args.val_windows} held-out windows, {len(seeds)} seed(s); "
+          f"(gap vs Baseline)\n| setting | median window | mean over windows | windows > 2x median | "
+          f"paper's gap (1M) |\n|---|---|---|---|---|")
+    for name, row in table.items():
+        note = f" ({len(row['diverged_seeds'])} of {len(seeds)} seeds diverged)" if row['diverged_seeds'] else ''
+        print(f"| {row['label']}{note} | {cell(row, 'median')} | {cell(row, 'mean')} | {row['outliers']} | "
+              f"{PAPER_GAP.get(name, '')} |")
+    for name, f in fold.items():
+        print(f"fold {SETTINGS[name][0]}: max |delta logits| {f['max_logit_diff']:.2e}, "
+              f"val CE {f['val_ce']:.6f} -> folded {f['val_ce_folded']:.6f}")
+    print(f"decode B=1 T={args.bench_prompt} on the CPU: Baseline {tok_per_s['baseline']:,.0f} tok/s, fused "
+          f"{tok_per_s['fused']:,.0f} tok/s ({tok_per_s['fused'] / tok_per_s['baseline']:.2f}x)")
+    print(figures.strip())
+    print(f"{results['minutes']:.1f} minutes; results in {os.path.join(args.assets, 'results.json')}")
+
+
+if __name__ == '__main__':
+    main()
