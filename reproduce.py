@@ -21,6 +21,7 @@ data order for every setting:
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -127,7 +128,9 @@ def main(argv=None):
         out_dir = next(d for d, s in zip(runs[name], seeds) if s not in diverged.get(name, []))
         printed = run('fold.py', f'--out_dir={out_dir}')
         folded = val_ce(os.path.join(out_dir, 'ckpt_folded.pt'), args.data_dir, args.val_windows)
-        fold[name] = dict(max_logit_diff=float(printed.split('| = ')[1].split()[0]),
+        numbers = re.search(r'\| = (\S+) on .*max \|logits\| (\S+), float32\); (\S+) with', printed)
+        fold[name] = dict(max_logit_diff=float(numbers[1]), max_logit=float(numbers[2]),
+                          max_logit_diff_float64=float(numbers[3]),
                           val_ce=ce[name][0]['median'], val_ce_folded=folded['median'])
 
     bench = json.loads(run('bench.py', '--fused', f"--ckpt={os.path.join(runs['internal'][0], 'ckpt.pt')}",
