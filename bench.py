@@ -46,11 +46,9 @@ device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = ''                # '' = bfloat16 on CUDA, float32 on the CPU; or 'bfloat16' / 'float32'
 seed = 0
 # -----------------------------------------------------------------------------
-config_keys = [k for k, v in globals().items()
-               if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, type(None)))]
-from configurator import configure  # noqa: E402
+from configurator import configure_globals  # noqa: E402
 
-globals().update(configure({k: globals()[k] for k in config_keys}, sys.argv[1:]))
+configure_globals(globals(), sys.argv[1:])
 # -----------------------------------------------------------------------------
 if device.startswith('cuda') and not torch.cuda.is_available():
     raise SystemExit("CUDA is not available on this machine: run with --device=cpu")

@@ -14,6 +14,15 @@ import os
 import types
 
 
+def configure_globals(namespace, argv):
+    """A script's defaults are its plain-valued globals (between its rulers): apply argv to them in
+    place and return the resolved config as a dict."""
+    keys = [k for k, v in namespace.items()
+            if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, type(None)))]
+    namespace.update(configure({k: namespace[k] for k in keys}, argv))
+    return {k: namespace[k] for k in keys}
+
+
 def configure(defaults, argv):
     """Apply config files and --key=value arguments, in order, to a dict of defaults."""
     config = dict(defaults)

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from model import GPT, LayerNorm, load_checkpoint
+from model import GPT, HF_CONV1D, LayerNorm, load_checkpoint
 
 
 # --- the algebra, one identity per function ----------------------------------------------------------
@@ -155,10 +155,9 @@ def export_hf(model, path):
         bos_token_id=eot, eos_token_id=eot))
     sd = hf.state_dict()
     ours = folded.state_dict()
-    conv1d = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')
     for key in sd:
         if key in ours and key != 'lm_head.weight':
-            sd[key].copy_(ours[key].t() if key.endswith(conv1d) else ours[key])
+            sd[key].copy_(ours[key].t() if key.endswith(HF_CONV1D) else ours[key])
     sigma = HF_EPS ** 0.5
     for i in range(cfg.n_layer):
         for ln in ('ln_1', 'ln_2'):

@@ -265,6 +265,10 @@ def baroni_loss(sigma, idx, eot_token, weight):
     return weight * (sigma - sigma_hat).pow(2).mean()
 
 
+# HF GPT-2 stores these as Conv1D, (in, out); nn.Linear wants (out, in).
+HF_CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')
+
+
 def load_checkpoint(path, device='cpu'):
     """A checkpoint dict written by train.py or fold.py, or one clear sentence why not."""
     if not os.path.isfile(path):
@@ -673,8 +677,6 @@ class GPT(nn.Module):
         model = cls(config)
         sd = model.state_dict()
         sd_hf = hf.state_dict()
-        # HF's Conv1D stores (in, out); nn.Linear wants (out, in).
-        conv1d = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')
         loaded = set()
         with torch.no_grad():
             for k, v in sd_hf.items():
@@ -682,7 +684,7 @@ class GPT(nn.Module):
                     continue
                 if k not in sd:
                     raise KeyError(f"{name_or_dir}: unexpected weight {k}")
-                v = v.t() if k.endswith(conv1d) else v
+                v = v.t() if k.endswith(HF_CONV1D) else v
                 if v.shape != sd[k].shape:
                     raise ValueError(f"{name_or_dir}: {k} has shape {tuple(v.shape)}, "
                                      f"expected {tuple(sd[k].shape)}")

@@ -29,11 +29,9 @@ seed = 1337
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = 'bfloat16'        # on CUDA; the CPU runs float32
 # -----------------------------------------------------------------------------
-config_keys = [k for k, v in globals().items()
-               if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, type(None)))]
-from configurator import configure  # noqa: E402
+from configurator import configure_globals  # noqa: E402
 
-globals().update(configure({k: globals()[k] for k in config_keys}, sys.argv[1:]))
+configure_globals(globals(), sys.argv[1:])
 # -----------------------------------------------------------------------------
 
 

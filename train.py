@@ -87,12 +87,9 @@ compile = False
 seed = 1337
 peak_flops = 989e12       # per device, for MFU (H100 SXM dense bf16)
 # -----------------------------------------------------------------------------
-config_keys = [k for k, v in globals().items()
-               if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, type(None)))]
-from configurator import configure  # noqa: E402
+from configurator import configure_globals  # noqa: E402
 
-globals().update(configure({k: globals()[k] for k in config_keys}, sys.argv[1:]))
-config = {k: globals()[k] for k in config_keys}
+config = configure_globals(globals(), sys.argv[1:])
 # -----------------------------------------------------------------------------
 
 ddp = int(os.environ.get('RANK', -1)) != -1
@@ -425,11 +422,13 @@ while True:
             dist.all_reduce(sums)
         ce, aux, logit_norm, prelogit_scale = (sums / gradient_accumulation_steps).tolist()
         stop_if_not_finite(ce, 'the training loss')
+        cs = [m.c for m in raw_model.tapered_norms()]
         dt = (time.time() - t0) / max(1, iter_num + 1 - last_log_iter)
         t0, last_log_iter = time.time(), iter_num + 1
         log(dict(iter=iter_num, lr=lr, gate=gate, loss=ce, aux=aux, logit_norm=logit_norm,
                  prelogit_scale=prelogit_scale, grad_norm=whole(total_norm).item(), **grads,
-                 c=[m.c.item() for m in raw_model.tapered_norms()], s_tgt=raw_model.s_tgt.item(),
+                 c=torch.stack(cs).tolist() if cs else [],  # one device read for all layers
+                 s_tgt=raw_model.s_tgt.item(),
                  removed=sum(m.removed for m in raw_model.fakelns()),
                  tok_per_s=tokens_per_iter / dt,
                  mfu=raw_model.estimate_mfu(accum_steps * batch_size, dt, peak_flops)))
