@@ -11,6 +11,7 @@ of train.py's defaults: a typo stops the run with the closest valid key, instead
 import ast
 import difflib
 import os
+import traceback
 import types
 
 
@@ -42,7 +43,16 @@ def read_file(path, config, defaults):
                          f"config files)")
     namespace = dict(config)
     with open(path) as f:
-        exec(compile(f.read(), path, 'exec'), namespace)
+        source = f.read()
+    try:
+        exec(compile(source, path, 'exec'), namespace)
+    except SyntaxError as e:
+        raise SystemExit(f"config file {path}, line {e.lineno}: {e.msg}; a config file is Python that "
+                         f"assigns values, e.g. learning_rate = 3e-4") from None
+    except Exception as e:  # it runs as Python: a NameError, a division by zero, ...
+        line = next((f.lineno for f in reversed(traceback.extract_tb(e.__traceback__))
+                     if f.filename == path), '?')
+        raise SystemExit(f"config file {path}, line {line}: {type(e).__name__}: {e}") from None
     assigned = {}
     for key, value in namespace.items():
         if key.startswith('__') or isinstance(value, (types.ModuleType, types.FunctionType, type)):

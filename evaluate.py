@@ -64,7 +64,10 @@ AUX_SUFFIX = {'fixed': ' (+fixed-target aux)', 'baroni': ' (+Baroni-aux)', 'none
 def load_model():
     """The model to evaluate, in eval mode, and its Table 3 protocol name."""
     if init_from != 'resume':
-        return GPT.from_pretrained(init_from).to(device).eval(), 'GPT-2 (pretrained)'
+        try:
+            return GPT.from_pretrained(init_from).to(device).eval(), 'GPT-2 (pretrained)'
+        except (OSError, ValueError, KeyError) as e:
+            raise SystemExit(f"cannot evaluate: {e}") from None
     try:  # the sets are GPT-2 tokens, so a TinyStories checkpoint is refused here
         model = GPT.from_checkpoint(f"{out_dir}/{ckpt}", device, arch='gpt2').eval()
     except (FileNotFoundError, ValueError) as e:

@@ -282,6 +282,22 @@ def load_checkpoint(path, device='cpu'):
     return ckpt
 
 
+def load_hf(hf_class, name_or_dir):
+    """hf_class.from_pretrained(name_or_dir), or one sentence that says what to do instead."""
+    if os.path.isdir(name_or_dir) and not os.path.isfile(os.path.join(name_or_dir, 'config.json')):
+        raise ValueError(f"{name_or_dir} is not a folder written by save_pretrained (it has no config.json)")
+    if not os.path.isdir(name_or_dir) and name_or_dir.startswith(('.', '/', '~')):
+        raise ValueError(f"no folder at {name_or_dir}: pass a folder written by save_pretrained, or a "
+                         f"hub name such as gpt2")
+    try:
+        return hf_class.from_pretrained(name_or_dir)
+    except OSError as e:
+        if os.path.isdir(name_or_dir):
+            raise ValueError(f"transformers could not read {name_or_dir} ({str(e).splitlines()[0]})") from None
+        raise ValueError(f"could not download {name_or_dir}: no network, or no such model on the hub; "
+                         f"pass a local directory written by save_pretrained") from None
+
+
 # -----------------------------------------------------------------------------
 # Attention, MLP, block
 
@@ -665,7 +681,7 @@ class GPT(nn.Module):
         if shape_keys & overrides.keys():
             raise ValueError(f"from_pretrained takes its shape from the checkpoint; "
                              f"drop {sorted(shape_keys & overrides.keys())}")
-        hf = GPT2LMHeadModel.from_pretrained(name_or_dir)
+        hf = load_hf(GPT2LMHeadModel, name_or_dir)
         hc = hf.config
         if hc.activation_function != 'gelu_new' or hc.scale_attn_by_inverse_layer_idx:
             raise ValueError(f"{name_or_dir} is not a standard GPT-2 (activation "

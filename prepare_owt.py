@@ -51,6 +51,23 @@ def load_splits(input_file=None, val_fraction=0.0005):
     return {"train": split["train"], "val": split["test"]}
 
 
+def check_jsonl(path, *fields):
+    """Every line one JSON object holding one of fields, or one sentence naming the first line that is
+    not: datasets' own error is a long traceback that names no line."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"{path}, line {n}, is not valid JSON ({e.msg}); each line must be one "
+                                 f"object such as {{\"{fields[0]}\": ...}}.")
+            if not isinstance(row, dict) or not any(k in row for k in fields):
+                raise SystemExit(f"{path}, line {n}, has no {' or '.join(repr(k) for k in fields)} field; "
+                                 f"each line must be one object such as {{\"{fields[0]}\": ...}}.")
+
+
 def encode(batch):
     enc = tiktoken.get_encoding("gpt2")  # built once per map worker, then served from tiktoken's registry
     # encode_ordinary: an "<|endoftext|>" typed inside a document is text, so 50256 only ever marks a boundary.
@@ -108,10 +125,13 @@ def main(argv=None):
     parser.add_argument("--skip_pile", action="store_true", help="prepare only the fine-tuning data")
     args = parser.parse_args(argv)
     # Checked up front: a wrong Pile path should not surface only after hours of tokenizing OpenWebText.
-    for flag in ("input_file", "pile_file", "pile_filtered_file"):
+    for flag, fields in (("input_file", ("text",)), ("pile_file", ("input_ids", "tokens")),
+                         ("pile_filtered_file", ("input_ids", "tokens"))):
         path = getattr(args, flag)
         if path is not None and not (os.path.isfile(path) and os.path.getsize(path) > 0):
             raise SystemExit(f"{path} does not exist or is empty; pass the path of a jsonl file to --{flag}.")
+        if path is not None and not (args.skip_pile and flag != "input_file"):
+            check_jsonl(path, *fields)
     try:
         enc = tiktoken.get_encoding("gpt2")  # also fills tiktoken's cache before the map workers need it
     except OSError:  # requests' ConnectionError is an OSError, not the builtin ConnectionError

@@ -35,6 +35,8 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
     for path in (input_file, val_file):
         if path is not None and not (os.path.isfile(path) and os.path.getsize(path) > 0):
             raise SystemExit(f"{path} does not exist or is empty; pass the path of a plain text file.")
+        if path is not None and not holds_text(path):
+            raise SystemExit(f"{path} holds only whitespace (or is not UTF-8 text); pass a file of stories.")
     files = {"train": input_file} | ({"val": val_file} if val_file else {})
     ds = load_dataset("text", data_files=files, sample_by="paragraph")
     if val_file:
@@ -43,7 +45,19 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
     return {"train": split["train"], "val": split["test"]}
 
 
-def train_vocab(train, model_file, vocab_size, vocab_docs):
+def holds_text(path, chunk=1 << 20):
+    """True once a non-whitespace character turns up; reads only as far as it needs to."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            while block := f.read(chunk):
+                if not block.isspace():
+                    return True
+    except UnicodeDecodeError:
+        return False
+    return False
+
+
+def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False):
     """Learn a BPE SentencePiece vocab from the first vocab_docs stories; writes model_file and .vocab."""
     prefix = model_file.removesuffix(".model")
     text_file = prefix + "_train.txt"
@@ -58,7 +72,8 @@ def train_vocab(train, model_file, vocab_size, vocab_docs):
             model_type="bpe", character_coverage=1.0, split_digits=True, byte_fallback=True,
             normalization_rule_name="identity", allow_whitespace_only_pieces=True,
             unk_id=0, bos_id=1, eos_id=2, pad_id=-1, input_format="text",
-            num_threads=os.cpu_count(), self_test_sample_size=0,
+            num_threads=os.cpu_count(),
+            minloglevel=0 if verbose else 2,  # its C++ log is pages long; errors still surface
         )
     except RuntimeError as e:  # e.g. a vocab_size below the number of distinct characters + 256 bytes
         raise SystemExit(f"SentencePiece could not train a {vocab_size}-piece vocab: {e}")
@@ -108,6 +123,7 @@ def main(argv=None):
     parser.add_argument("--vocab_docs", type=int, default=200000, help="stories the vocab is learned from")
     parser.add_argument("--out_dir", help="default: data/tinystories<vocab_size>")
     parser.add_argument("--num_proc", type=int, default=os.cpu_count())
+    parser.add_argument("--verbose", action="store_true", help="show SentencePiece's training log")
     args = parser.parse_args(argv)
     if not 0 < args.vocab_size < 2**16:
         raise SystemExit(f"--vocab_size must be below 65536 so token ids fit in uint16, not {args.vocab_size}.")
@@ -126,7 +142,7 @@ def main(argv=None):
     if os.path.exists(model_file):
         print(f"vocab: skipped, {model_file} exists")
     else:
-        train_vocab(splits["train"], model_file, args.vocab_size, args.vocab_docs)
+        train_vocab(splits["train"], model_file, args.vocab_size, args.vocab_docs, args.verbose)
         print(f"vocab: wrote {model_file}")
 
     for split, bin_file in bin_files.items():

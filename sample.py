@@ -9,6 +9,7 @@ A tapered model is sampled at g = 0 once its taper has started. Tokens are decod
 tokenizer, which the checkpoint carries: SentencePiece for TinyStories, tiktoken's GPT-2 BPE for GPT-2.
 """
 
+import os
 import sys
 from contextlib import nullcontext
 
@@ -48,6 +49,14 @@ def load_tokenizer(ref):
     return (lambda text: enc.encode(text, allowed_special={'<|endoftext|>'}) or [enc.eot_token]), enc.decode
 
 
+if temperature < 0:
+    raise SystemExit(f"temperature={temperature} must be at least 0 (0 decodes greedily)")
+if top_k is not None and top_k < 1:
+    raise SystemExit(f"top_k={top_k} must be at least 1, or None to sample from the whole vocabulary")
+if num_samples < 1 or max_new_tokens < 1:
+    raise SystemExit(f"num_samples={num_samples} and max_new_tokens={max_new_tokens} must be at least 1")
+if start.startswith('FILE:') and not os.path.isfile(start[5:]):
+    raise SystemExit(f"no prompt file at {start[5:]}: --start=FILE:path names a text file")
 torch.manual_seed(seed)
 if device.startswith('cuda') and not torch.cuda.is_available():
     raise SystemExit("CUDA is not available on this machine: run with --device=cpu")
@@ -60,7 +69,10 @@ if init_from == 'resume':
         raise SystemExit(f"cannot sample: {e}") from None
     tokenizer = checkpoint.get('tokenizer')
 else:
-    model = GPT.from_pretrained(init_from).to(device)
+    try:
+        model = GPT.from_pretrained(init_from).to(device)
+    except (OSError, ValueError, KeyError) as e:
+        raise SystemExit(f"cannot sample: {e}") from None
     tokenizer = dict(kind='tiktoken', name='gpt2')
 model.eval()
 if model.started and model.tapered_norms():
@@ -68,8 +80,11 @@ if model.started and model.tapered_norms():
     print("sampling the tapered model at g = 0")
 encode, decode = load_tokenizer(tokenizer)
 if start.startswith('FILE:'):
-    with open(start[5:], encoding='utf-8') as f:
-        start = f.read()
+    try:
+        with open(start[5:], encoding='utf-8') as f:
+            start = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SystemExit(f"cannot read the prompt file {start[5:]} as UTF-8 text ({e})") from None
 x = torch.tensor(encode(start), dtype=torch.long, device=device)[None].repeat(num_samples, 1)
 use_bf16 = device.startswith('cuda') and dtype == 'bfloat16'
 ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()
