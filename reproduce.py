@@ -14,8 +14,9 @@ data order for every setting:
 3. fold.py on every tapered run, and the validation cross-entropy of the folded model, which must
    be the g = 0 model's;
 4. bench.py --fused: KV-cached decoding of the Internal-Taper model, Baseline vs folded;
-5. plot.py: assets/{loss,logit_norm,grad_norms}.png; assets/results.json; a table printed in
-   Markdown.
+5. plot.py: {loss,logit_norm,grad_norms}.png and results.json in --assets (default
+   out-repro/results; the README's figures were written with --assets=assets), and a table printed
+   in Markdown.
 """
 
 import argparse
@@ -43,19 +44,26 @@ PAPER_GAP = {'internal': '+1.46%', 'all': '+1.82%', 'all-noaux': 'not reported'}
 CONFIG = 'config/tinystories_cpu.py'
 
 
-def run(*args, allow_divergence=False):
-    """Run one of the repository's scripts, echoing its command; its output is returned. A training
-    run that stops on a non-finite loss returns None when allow_divergence is set."""
+def run(*args, allow_divergence=False, progress=''):
+    """Run one of the repository's scripts, echoing its command; its output is returned. With
+    progress set, each line that names an iteration is echoed after that label as it arrives. A
+    training run that stops because the model diverged returns None when allow_divergence is set."""
     cmd = [sys.executable, *map(str, args)]
     print('$', ' '.join(cmd[1:]), flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''
-        if allow_divergence and (' is nan ' in last or ' is inf ' in last):
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if progress and line.startswith('iter '):
+            print(f"  {progress}: {line.rstrip()}", flush=True)
+    err = proc.stderr.read()
+    if proc.wait() != 0:
+        last = err.strip().splitlines()[-1] if err.strip() else ''
+        if allow_divergence and 'the model diverged' in last:
             print(f"  diverged: {last}", flush=True)
             return None
-        raise SystemExit(f"{args[0]} failed:\n{proc.stderr[-2000:]}")
-    return proc.stdout
+        raise SystemExit(f"{args[0]} failed:\n{err[-2000:]}")
+    return ''.join(lines)
 
 
 @torch.no_grad()
@@ -88,7 +96,8 @@ def main(argv=None):
     parser.add_argument('--data_dir', default='data/tinystories2048', help="prepared here unless present")
     parser.add_argument('--seeds', default='1337', help="comma-separated training seeds")
     parser.add_argument('--out_root', default='out-repro', help="one run folder per setting and seed")
-    parser.add_argument('--assets', default='assets', help="where the figures and results.json go")
+    parser.add_argument('--assets', help="where the figures and results.json go (default: "
+                                          "<out_root>/results; the README's come from --assets=assets)")
     parser.add_argument('--val_windows', type=int, default=512, help="held-out windows to score")
     parser.add_argument('--retrain', action='store_true', help="train runs whose checkpoint exists too")
     parser.add_argument('--bench_prompt', type=int, default=128, help="decoding benchmark prompt length")
@@ -96,6 +105,7 @@ def main(argv=None):
     args, train_args = parser.parse_known_args(argv)
     train_args = [a for a in train_args if a != '--']
     seeds = [int(s) for s in args.seeds.split(',')]
+    args.assets = args.assets or os.path.join(args.out_root, 'results')
     t0 = time.time()
 
     if not os.path.isfile(os.path.join(args.data_dir, 'val.bin')):
@@ -104,7 +114,7 @@ def main(argv=None):
         run('prepare_tinystories.py', '--vocab_size', 2048, '--out_dir', args.data_dir, *local)
 
     ce, runs, diverged = {}, {}, {}
-    for name, (label, taper, aux) in SETTINGS.items():
+    for k, (name, (label, taper, aux)) in enumerate(SETTINGS.items()):
         for seed in seeds:
             out_dir = os.path.join(args.out_root, f'{name}-s{seed}')
             if os.path.isfile(os.path.join(out_dir, 'ckpt.pt')) and not args.retrain:
@@ -112,8 +122,9 @@ def main(argv=None):
                 finished = ''
             else:
                 finished = run('train.py', CONFIG, f'--taper={taper}', f'--aux_loss={aux}', f'--seed={seed}',
-                               f'--out_dir={out_dir}', f'--data_dir={args.data_dir}', *train_args,
-                               allow_divergence=True)
+                               f'--out_dir={out_dir}', f'--data_dir={args.data_dir}', '--overwrite',
+                               *train_args, allow_divergence=True,
+                               progress=f"[{k + 1}/{len(SETTINGS)}] {label}, seed {seed}")
             runs.setdefault(name, []).append(out_dir)  # its log is plotted either way
             if finished is None:
                 diverged.setdefault(name, []).append(seed)

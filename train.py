@@ -35,6 +35,9 @@ from model import GPT, GPTConfig, load_checkpoint
 # I/O
 out_dir = 'out'
 init_from = 'scratch'     # 'scratch' | 'resume' | an HF GPT-2 name ('gpt2', ...) or directory
+overwrite = False         # start from scratch over the run already in out_dir (its checkpoint and log go)
+stop_iter = 0             # end this invocation early at this step, checkpointed (0: max_iters), e.g. to
+                          # fit a cluster's time limit; --init_from=resume continues the same run
 eval_interval = 5000
 log_interval = 100
 eval_iters = 50           # batches per split; the same fixed-seed batches at every evaluation
@@ -44,8 +47,8 @@ wandb_project = 'tapernorm'
 wandb_run_name = 'run'
 # data
 data_dir = 'data/tinystories10000'
-gradient_accumulation_steps = 1   # over all ranks: each of N ranks runs 1/N of them
-batch_size = 16                   # sequences per micro-batch
+gradient_accumulation_steps = 1   # micro-batches per step in one process; N ranks split the
+batch_size = 16                   # global batch of gradient_accumulation_steps x batch_size sequences
 block_size = 512
 # model
 arch = 'llama'
@@ -89,59 +92,145 @@ peak_flops = 989e12       # per device, for MFU (H100 SXM dense bf16)
 # -----------------------------------------------------------------------------
 from configurator import configure_globals  # noqa: E402
 
-config = configure_globals(globals(), sys.argv[1:])
-# -----------------------------------------------------------------------------
+rank = int(os.environ.get('RANK', 0))
 
+
+def fail(message):
+    """Stop with one sentence that says what to do; under torchrun rank 0 alone prints it."""
+    if rank == 0:
+        print(message, file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+try:
+    config = configure_globals(globals(), sys.argv[1:])
+except SystemExit as e:
+    fail(str(e))
+# -----------------------------------------------------------------------------
+# Checks, before anything is loaded or written: one sentence for each mistake a user can make.
+
+
+def check_config():
+    positive = dict(batch_size=batch_size, block_size=block_size, eval_interval=eval_interval,
+                    log_interval=log_interval, eval_iters=eval_iters, n_layer=n_layer, n_head=n_head,
+                    n_embd=n_embd, vocab_size=vocab_size,
+                    gradient_accumulation_steps=gradient_accumulation_steps)
+    for key, value in positive.items():
+        if value < 1:
+            fail(f"{key}={value} must be at least 1")
+    for key, value in dict(max_iters=max_iters, warmup_iters=warmup_iters, stop_iter=stop_iter,
+                           weight_decay=weight_decay, grad_clip=grad_clip, aux_weight=aux_weight).items():
+        if value < 0:
+            fail(f"{key}={value} must not be negative")
+    if not 0 < learning_rate or not 0 <= min_lr <= learning_rate:
+        fail(f"learning rates must satisfy 0 <= min_lr <= learning_rate and learning_rate > 0, "
+             f"not min_lr={min_lr}, learning_rate={learning_rate}")
+    if warmup_iters >= lr_decay_iters:
+        fail(f"warmup_iters={warmup_iters} must be below lr_decay_iters={lr_decay_iters}: the cosine "
+             f"decay runs from the end of warmup to lr_decay_iters")
+    if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
+        fail(f"AdamW's beta1={beta1} and beta2={beta2} must lie in [0, 1)")
+    if not 0 < ema_rate <= 1:
+        fail(f"ema_rate={ema_rate} (mu, the new-sample weight) must lie in (0, 1]")
+    if n_embd % n_head:
+        fail(f"n_embd={n_embd} is not divisible by n_head={n_head}: pick a width that is a multiple "
+             f"of the head count")
+    if arch == 'llama' and (n_embd // n_head) % 2:
+        fail(f"the head size n_embd/n_head={n_embd // n_head} is odd: RoPE rotates pairs of features, "
+             f"so pick an even head size")
+    try:
+        GPTConfig(arch=arch, norm=norm, taper=taper, aux_loss=aux_loss, fakeln=fakeln, n_embd=n_embd,
+                  n_head=n_head)
+    except ValueError as e:
+        fail(f"{e}: fix the config")
+    if dtype not in ('bfloat16', 'float32'):
+        fail(f"dtype={dtype!r} is not supported: use 'bfloat16' or 'float32'")
+    if not (device == 'cpu' or device.startswith('cuda')):
+        fail(f"device={device!r} is not supported: use 'cuda', 'cuda:N' or 'cpu'")
+    if device.startswith('cuda') and not torch.cuda.is_available():
+        fail("CUDA is not available on this machine: run with --device=cpu")
+    if stop_iter > max_iters:
+        fail(f"stop_iter={stop_iter} lies past max_iters={max_iters}")
+    if eval_only:
+        return
+    if taper != 'none' and not 0 <= taper_start < taper_end <= max_iters:
+        fail(f"the taper needs 0 <= taper_start < taper_end <= max_iters, not taper_start={taper_start}, "
+             f"taper_end={taper_end}, max_iters={max_iters}: otherwise the gate jumps or never reaches 0")
+    if aux_loss == 'fixed' and not 0 <= taper_start < max_iters:
+        fail(f"the fixed-target loss freezes s_tgt at taper_start={taper_start}, which must lie inside "
+             f"the run's max_iters={max_iters}")
+    if fakeln and not (len(fakeln_start) == 4 and len(fakeln_gap) == 3):
+        fail(f"fakeln_start needs 4 steps (ln_2, ln_1 Q/K, ln_1 V, ln_f) and fakeln_gap 3 gaps, "
+             f"not {fakeln_start} and {fakeln_gap}")
+
+
+check_config()
 ddp = int(os.environ.get('RANK', -1)) != -1
-if device.startswith('cuda') and not torch.cuda.is_available():
-    raise SystemExit("CUDA is not available on this machine: run with --device=cpu")
-if ddp:
-    dist.init_process_group(backend='nccl' if device.startswith('cuda') else 'gloo')
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    if device.startswith('cuda'):
-        device = f"cuda:{os.environ['LOCAL_RANK']}"
-        torch.cuda.set_device(device)
-else:
-    rank, world_size = 0, 1
+world_size = int(os.environ.get('WORLD_SIZE', 1))
 master = rank == 0
 if fsdp and not ddp:
-    raise SystemExit("fsdp shards the model over ranks: launch with torchrun --nproc_per_node=N")
+    fail("fsdp shards the model over ranks: launch with torchrun --nproc_per_node=N")
 if fsdp and eval_iters % world_size:
-    raise SystemExit(f"under FSDP every evaluation forward is collective: make eval_iters a multiple "
-                     f"of the {world_size} ranks")
-if gradient_accumulation_steps % world_size:
-    raise SystemExit(f"gradient_accumulation_steps={gradient_accumulation_steps} must be a multiple "
-                     f"of the {world_size} ranks")
-accum_steps = gradient_accumulation_steps // world_size  # micro-batches per rank per step
-tokens_per_iter = gradient_accumulation_steps * batch_size * block_size
+    fail(f"under FSDP every evaluation forward is collective: make eval_iters={eval_iters} a multiple "
+         f"of the {world_size} ranks")
+# N ranks split the global batch of one process: each runs ceil(accumulation / N) micro-batches of
+# equal size, so the step sees the same sequences whatever N is.
+world_batch = gradient_accumulation_steps * batch_size  # sequences per optimizer step, all ranks
+accum_steps = -(-gradient_accumulation_steps // world_size)  # micro-batches per rank per step
+micro_batch = world_batch // (world_size * accum_steps)     # sequences per micro-batch
+if micro_batch * world_size * accum_steps != world_batch:
+    fail(f"{world_size} ranks cannot split the global batch of {gradient_accumulation_steps} x "
+         f"{batch_size} = {world_batch} sequences evenly: make gradient_accumulation_steps a multiple "
+         f"of {world_size}, or batch_size x gradient_accumulation_steps a multiple of {world_size}")
+tokens_per_iter = world_batch * block_size
 device_type = 'cuda' if device.startswith('cuda') else 'cpu'
-if dtype not in ('bfloat16', 'float32'):
-    raise SystemExit(f"dtype={dtype!r} is not supported: use 'bfloat16' or 'float32'")
-use_bf16 = device_type == 'cuda' and dtype == 'bfloat16'
-ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()
-if device_type == 'cuda':
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
-torch.manual_seed(seed)
-if master:
-    os.makedirs(out_dir, exist_ok=True)
-    print(json.dumps(config, indent=1))
-    with open(os.path.join(out_dir, 'config.json'), 'w') as f:  # read by plot.py
-        json.dump(config, f, indent=1)
-    print(f"{world_size} rank(s) x {accum_steps} micro-batches x {batch_size} x {block_size} "
-          f"= {tokens_per_iter:,} tokens per step")
+ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+log_path = os.path.join(out_dir, 'log.jsonl')
+if init_from != 'resume' and not overwrite and not eval_only:
+    held = [f for f in ('ckpt.pt', 'log.jsonl') if os.path.isfile(os.path.join(out_dir, f))]
+    if held:
+        fail(f"{out_dir} already holds a run ({', '.join(held)}): continue it with --init_from=resume, "
+             f"or pass --overwrite to start again over it")
 
 # --- data: random contiguous windows of one concatenated token stream -------------------------
 prepare_cmd = 'prepare_owt.py' if 'owt' in data_dir or 'openwebtext' in data_dir else 'prepare_tinystories.py'
-for split in ('train', 'val'):
-    if not os.path.isfile(os.path.join(data_dir, f'{split}.bin')):
-        raise SystemExit(f"{os.path.join(data_dir, split + '.bin')} not found: prepare the data "
-                         f"with `python {prepare_cmd}` (or set data_dir)")
+
+
+def token_file(split):
+    """The split's uint16 tokens, memory-mapped, after checking that the file can be one."""
+    path = os.path.join(data_dir, f'{split}.bin')
+    if not os.path.isfile(path):
+        fail(f"{path} not found: prepare the data with `python {prepare_cmd}` (or set data_dir)")
+    size = os.path.getsize(path)
+    if size == 0 or size % 2:
+        fail(f"{path} holds {size} bytes, which is not a stream of uint16 tokens: prepare it again "
+             f"with `python {prepare_cmd}`")
+    return np.memmap(path, dtype=np.uint16, mode='r')
+
+
+data = {split: token_file(split) for split in ('train', 'val')}
+for split, tokens in data.items():
+    if len(tokens) <= block_size:
+        fail(f"{data_dir}/{split}.bin holds {len(tokens):,} tokens, too few for one window of "
+             f"block_size={block_size} plus its target: lower block_size or prepare more data")
 meta_path = os.path.join(data_dir, 'meta.json')
-meta = json.load(open(meta_path)) if os.path.isfile(meta_path) else {}
-if meta.get('vocab_size', vocab_size) > vocab_size:
-    raise SystemExit(f"{data_dir} has a vocabulary of {meta['vocab_size']} tokens but "
-                     f"vocab_size={vocab_size}: set --vocab_size={meta['vocab_size']}")
+try:
+    meta = json.load(open(meta_path)) if os.path.isfile(meta_path) else {}
+except json.JSONDecodeError:
+    fail(f"{meta_path} is not valid JSON: prepare the data again with `python {prepare_cmd}`")
+
+
+def check_tokens(vocab):
+    """Every token id must index the embedding; ids from another tokenizer would silently train on
+    the wrong rows (or crash on a GPU deep inside the embedding)."""
+    if meta.get('vocab_size', vocab) > vocab:
+        fail(f"{data_dir} has a vocabulary of {meta['vocab_size']} tokens but vocab_size={vocab}: "
+             f"set --vocab_size={meta['vocab_size']}")
+    for split, tokens in data.items():
+        top = max(int(tokens[i:i + 2**26].max()) for i in range(0, len(tokens), 2**26))
+        if top >= vocab:
+            fail(f"{data_dir}/{split}.bin holds token id {top}, beyond the model's vocab_size={vocab}: "
+                 f"the file was made with another tokenizer, so prepare it again")
 
 
 def tokenizer_reference():
@@ -156,20 +245,18 @@ def tokenizer_reference():
 
 
 def windows(split, ix):
-    data = np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r')
-    x = torch.stack([torch.from_numpy(data[i:i + block_size].astype(np.int64)) for i in ix])
-    y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + block_size].astype(np.int64)) for i in ix])
+    x = torch.stack([torch.from_numpy(data[split][i:i + block_size].astype(np.int64)) for i in ix])
+    y = torch.stack([torch.from_numpy(data[split][i + 1:i + 1 + block_size].astype(np.int64)) for i in ix])
     if device_type == 'cuda':
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
     return x, y
 
 
 def num_windows(split):
-    return len(np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r')) - block_size
+    return len(data[split]) - block_size
 
 
-# Every rank draws the same global batch from the same generator and keeps its own slice, so ranks
-# see different data and N ranks see exactly what one process with N times the accumulation sees.
+# Every rank draws the same global batch from the same generator and keeps its own slice.
 sampler = torch.Generator().manual_seed(seed)
 sampler_state = sampler.get_state()  # before the pending step's draw: where a resume starts reading
 
@@ -177,8 +264,8 @@ sampler_state = sampler.get_state()  # before the pending step's draw: where a r
 def get_step_batches():
     global sampler_state
     sampler_state = sampler.get_state()
-    ix = torch.randint(num_windows('train'), (gradient_accumulation_steps * batch_size,), generator=sampler)
-    mine = ix.view(world_size, accum_steps, batch_size)[rank]
+    ix = torch.randint(num_windows('train'), (world_batch,), generator=sampler)
+    mine = ix.view(world_size, accum_steps, micro_batch)[rank]
     return [windows('train', micro) for micro in mine]
 
 
@@ -202,13 +289,23 @@ def get_gate(it):
 
 
 # --- model, optimizer, resume ---------------------------------------------------------------------
+if ddp:
+    dist.init_process_group(backend='nccl' if device_type == 'cuda' else 'gloo')
+    if device_type == 'cuda':
+        device = f"cuda:{os.environ['LOCAL_RANK']}"
+        torch.cuda.set_device(device)
+use_bf16 = device_type == 'cuda' and dtype == 'bfloat16'
+ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()
+if device_type == 'cuda':
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+torch.manual_seed(seed)
 model_args = dict(arch=arch, block_size=block_size, vocab_size=vocab_size, n_layer=n_layer,
                   n_head=n_head, n_embd=n_embd, norm=norm, taper=taper, aux_loss=aux_loss,
                   aux_weight=aux_weight, ema_rate=ema_rate, fakeln=fakeln)
-ckpt_path = os.path.join(out_dir, 'ckpt.pt')
-log_path = os.path.join(out_dir, 'log.jsonl')
 iter_num = 0
 checkpoint = None
+last_saved = None  # the iteration of the checkpoint on disk that this run may fall back to
 if init_from == 'scratch':
     model = GPT(GPTConfig(**model_args))
 elif init_from == 'resume':
@@ -216,16 +313,34 @@ elif init_from == 'resume':
         checkpoint = load_checkpoint(ckpt_path, device)
         model = GPT.from_checkpoint(checkpoint, device, **model_args)
     except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f"cannot resume: {e}") from None
-    iter_num = checkpoint['iter_num']
+        fail(f"cannot resume: {e}")
+    iter_num = last_saved = checkpoint['iter_num']
+    changed = {k: (v, config[k]) for k, v in checkpoint['config'].items()
+               if k in config and v != config[k] and k not in ('init_from', 'overwrite', 'stop_iter')}
+    if master and changed:  # allowed (e.g. a lower learning rate after a spike), but never silently
+        print("resuming with changed settings: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
 else:
-    model = GPT.from_pretrained(init_from, taper=taper, aux_loss=aux_loss, aux_weight=aux_weight,
-                                ema_rate=ema_rate, fakeln=fakeln)
+    try:
+        model = GPT.from_pretrained(init_from, taper=taper, aux_loss=aux_loss, aux_weight=aux_weight,
+                                    ema_rate=ema_rate, fakeln=fakeln)
+    except (OSError, ValueError, KeyError) as e:
+        fail(str(e).strip('"'))
     if block_size > model.config.block_size:
-        raise SystemExit(f"block_size={block_size} exceeds {init_from}'s context of "
-                         f"{model.config.block_size}")
+        fail(f"block_size={block_size} exceeds {init_from}'s context of {model.config.block_size}")
     for key in ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'arch', 'norm'):
         config[key] = getattr(model.config, key)
+check_tokens(model.config.vocab_size)
+removals = []  # FakeLN, Baroni et al.'s protocol: (removal step, layer, name), in their order
+if fakeln:
+    for kind, (start, gap) in enumerate(zip(fakeln_start[:3], fakeln_gap)):
+        for i, block in enumerate(model.transformer.h):
+            norm_i, name = [(block.ln_2, 'ln_2'), (block.ln_1, 'ln_1 (Q/K)'), (block.ln_1v, 'ln_1 (V)')][kind]
+            removals.append((start + i * gap, norm_i, f"h.{i}.{name}"))
+    removals.append((fakeln_start[3], model.transformer.ln_f, 'ln_f'))
+    last = max(step for step, _, _ in removals)
+    if not eval_only and not (0 <= min(step for step, _, _ in removals) and last < max_iters):
+        fail(f"the FakeLN removals run from step {min(s for s, _, _ in removals)} to {last}, which must lie "
+             f"inside the run's max_iters={max_iters}: move fakeln_start or raise max_iters")
 model.to(device)
 raw_model = model
 raw_model.grad_checkpoint = grad_checkpoint
@@ -235,23 +350,72 @@ if fsdp:  # FSDP2: each block is one shard unit, the root holds the embeddings, 
     fully_shard(raw_model)
 optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
 full_state = StateDictOptions(full_state_dict=True, cpu_offload=True) if fsdp else None
-if checkpoint is not None:  # optimizer state is keyed by parameter name, so any mode resumes any other
-    set_optimizer_state_dict(raw_model, optimizer, checkpoint['optimizer'],
-                             options=StateDictOptions(full_state_dict=True) if fsdp else None)
+
+
+def load_optimizer_state(state):
+    """AdamW's state, keyed by parameter name, so any mode resumes any other. A parameter that had
+    no gradient yet has no state in the checkpoint (gammatilde before taper start): torch's loader
+    first gives every parameter a zero-step state, which is dropped again so that its first step is
+    AdamW's first step, as in the run that was not interrupted."""
+    set_optimizer_state_dict(raw_model, optimizer, state,
+                             options=StateDictOptions(full_state_dict=fsdp, strict=False))
+    saved = set(state['state'])
+    for name, p in raw_model.named_parameters():
+        if name not in saved:
+            optimizer.state.pop(p, None)
+
+
+def read_log_rows(path, before):
+    """The log's rows up to the checkpoint: a crash may leave rows past it, and a kill mid-write a
+    torn last line, which is dropped with a warning."""
+    lines = open(path).read().splitlines()
+    rows = []
+    for n, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if n == len(lines):
+                print(f"warning: dropped the torn last line of {path} (a run killed while writing it)")
+                break
+            fail(f"{path}, line {n}, is not JSON: repair or remove that line, then resume again")
+        if row['iter'] < before:
+            rows.append(line + '\n')
+    return rows
+
+
+if checkpoint is not None:
+    try:
+        load_optimizer_state(checkpoint['optimizer'])
+    except (KeyError, ValueError, RuntimeError) as e:
+        fail(f"cannot resume: the optimizer state in {ckpt_path} does not fit this model "
+             f"({str(e).splitlines()[0]})")
     sampler.set_state(checkpoint['sampler'])
     torch.set_rng_state(checkpoint['rng']['torch'])
     if device_type == 'cuda' and checkpoint['rng'].get('cuda') is not None:
         torch.cuda.set_rng_state(checkpoint['rng']['cuda'])
-    if master and os.path.isfile(log_path):  # the log continues from the checkpoint, not the crash
-        rows = [line for line in open(log_path) if json.loads(line)['iter'] < iter_num]
-        with open(log_path, 'w') as f:
-            f.writelines(rows)
     checkpoint = None  # free it
-elif master and os.path.isfile(log_path):
-    os.remove(log_path)
-needs_start = taper != 'none' or aux_loss == 'fixed'
+log_rows = (read_log_rows(log_path, iter_num)
+            if master and init_from == 'resume' and os.path.isfile(log_path) else [])
+
+# Every check has passed: from here on out_dir is written.
 if master:
+    os.makedirs(out_dir, exist_ok=True)
+    if overwrite and init_from != 'resume':
+        for f in ('ckpt.pt', 'log.jsonl'):
+            if os.path.isfile(os.path.join(out_dir, f)):
+                os.remove(os.path.join(out_dir, f))
+    if os.path.isfile(ckpt_path + '.tmp'):  # a save killed mid-write; the checkpoint itself is whole
+        os.remove(ckpt_path + '.tmp')
+    with open(log_path + '.tmp', 'w') as f:  # the log continues from the checkpoint, not the crash
+        f.writelines(log_rows)
+    os.replace(log_path + '.tmp', log_path)
+    print(json.dumps(config, indent=1))
+    with open(os.path.join(out_dir, 'config.json'), 'w') as f:  # read by plot.py
+        json.dump(config, f, indent=1)
+    print(f"{world_size} rank(s) x {accum_steps} micro-batches x {micro_batch} x {block_size} "
+          f"= {tokens_per_iter:,} tokens per step")
     print(f"parameters: {raw_model.get_num_params():,}")
+needs_start = taper != 'none' or aux_loss == 'fixed'
 if compile:
     model = torch.compile(model)
 if ddp and not fsdp:
@@ -310,13 +474,36 @@ def grad_norms_by_type():
     return dict(zip(['grad_' + t for t in WEIGHT_TYPES], torch.stack(per_block).mean(0).tolist()))
 
 
-last_saved = None
+def all_ranks_finite(flag):
+    """flag: this rank's boolean tensor; True when it holds on every rank. A device read, so it is
+    called at log and save time only, not every step."""
+    bad = (~flag).float()
+    if ddp:
+        dist.all_reduce(bad)
+    return bad.item() == 0
+
+
+def parameters_finite():
+    local = [p.to_local() if isinstance(p, DTensor) else p for p in raw_model.parameters()]
+    return all_ranks_finite(torch.stack([torch.isfinite(p).all() for p in local]).all())
+
+
+def diverged(what):
+    kept = (f"the last good checkpoint, {ckpt_path} (iter {last_saved}), is kept" if last_saved is not None
+            else "no checkpoint was written")
+    fail(f"the model diverged ({what}) between iter {last_checked} and iter {iter_num}: stopping; "
+         f"{kept} (try a lower learning_rate)")
 
 
 def save_checkpoint():
-    """Atomic: a crash while writing leaves the previous checkpoint intact. Under FSDP every rank
-    takes part in gathering the full state; rank 0 writes it."""
+    """Atomic: a crash while writing leaves the previous checkpoint intact. Only a model that is
+    finite as it trains is written. Under FSDP every rank takes part in gathering the full state;
+    rank 0 writes it."""
     global last_saved
+    if not all_ranks_finite(healthy):
+        diverged("a non-finite training loss or pre-logit scale")
+    if not parameters_finite():
+        diverged("non-finite parameters")
     if not (master or fsdp):
         return
     model_state = get_model_state_dict(raw_model, options=full_state)
@@ -333,14 +520,6 @@ def save_checkpoint():
     last_saved = iter_num
 
 
-def stop_if_not_finite(value, what):
-    if not math.isfinite(value):
-        kept = (f"the last good checkpoint, {ckpt_path} (iter {last_saved}), is kept"
-                if last_saved is not None else "no checkpoint was written")
-        raise SystemExit(f"{what} is {value} at iter {iter_num}: stopping; {kept} "
-                         f"(try a lower learning_rate)")
-
-
 def log(row):
     if master:
         print(' '.join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
@@ -355,19 +534,13 @@ if wandb_log and master:
     import wandb
     wandb.init(project=wandb_project, name=wandb_run_name, config=config)
 
-def fakeln_schedule():
-    """(removal step, FakeLN layer, name) for every LayerNorm, in Baroni et al.'s order."""
-    schedule = []
-    for kind, (start, gap) in enumerate(zip(fakeln_start[:3], fakeln_gap)):
-        for i, block in enumerate(raw_model.transformer.h):
-            norm, name = [(block.ln_2, 'ln_2'), (block.ln_1, 'ln_1 (Q/K)'), (block.ln_1v, 'ln_1 (V)')][kind]
-            schedule.append((start + i * gap, norm, f"h.{i}.{name}"))
-    return schedule + [(fakeln_start[3], raw_model.transformer.ln_f, 'ln_f')]
-
-
-removals = fakeln_schedule() if fakeln else []
-
 # --- the loop ------------------------------------------------------------------------------------
+# healthy: every training loss, pre-logit scale and gradient norm since the last check was finite. It
+# lives on the device and is read only at log and save time. A model whose residual stream overflows
+# can still give a finite, flat loss (its final norm outputs 0: uniform logits), so s(h) counts too.
+healthy = torch.ones((), dtype=torch.bool, device=device)
+last_checked = iter_num
+end_iter = stop_iter or max_iters
 batches = get_step_batches()
 t0, last_log_iter = time.time(), iter_num
 while True:
@@ -375,27 +548,30 @@ while True:
         raw_model.start_taper()  # once: c, gammatilde and s_tgt from the statistics of g = 1
     gate = get_gate(iter_num) if taper != 'none' else 1.0
     raw_model.set_gate(gate)
-    for step, norm, name in removals:
-        if iter_num >= step and not norm.removed:  # sigma_avg frozen from the EMA of its real sigma
-            norm.remove(iter_num)
+    for step, norm_i, name in removals:
+        if iter_num >= step and not norm_i.removed:  # sigma_avg frozen from the EMA of its real sigma
+            norm_i.remove(iter_num)
             if master:
-                print(f"iter {iter_num}: removed {name}, sigma_avg {norm.sigma_avg.item():.4g}")
+                print(f"iter {iter_num}: removed {name}, sigma_avg {norm_i.sigma_avg.item():.4g}")
     raw_model.eot_keeps_sigma = fakeln and iter_num < fakeln_eot_end
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
         group['lr'] = lr
 
-    if iter_num % eval_interval == 0 or iter_num == max_iters or eval_only:
+    if iter_num % eval_interval == 0 or iter_num == end_iter or eval_only:
+        # Scored at g = 0 once the taper has started. Mid-taper, and for a norm-free model on an
+        # unusual window, that score may be non-finite: it is recorded, and never stops the run or
+        # its checkpoint, which depend on the model as it trains.
         eval_gate = 0.0 if raw_model.started else 1.0
         raw_model.set_gate(eval_gate)
         losses = estimate_loss()
         raw_model.set_gate(gate)
-        if eval_gate == gate:  # the model as it trains; mid-taper, g = 0 is a diagnostic only
-            stop_if_not_finite(losses['val'], 'the validation loss')
         log(dict(iter=iter_num, gate=gate, eval_gate=eval_gate, loss=losses['train'], val_loss=losses['val']))
-        if iter_num > 0 and not eval_only:  # nothing is trained at 0 (and AdamW has no state to save)
+        if iter_num > last_checked and not eval_only:  # nothing new to save at the run's first step
             save_checkpoint()
-    if iter_num >= max_iters or eval_only:
+            healthy.fill_(True)
+            last_checked = iter_num
+    if iter_num >= end_iter or eval_only:
         break
 
     # one optimizer step over accum_steps micro-batches per rank
@@ -408,11 +584,14 @@ while True:
         with ctx:
             _, loss, stats = model(X, Y, return_stats=True)
         (loss / accum_steps).backward()
-        sums += torch.stack([stats['ce'], stats['aux'], stats['logit_norm'], stats['prelogit_scale']])
+        values = torch.stack([stats['ce'], stats['aux'], stats['logit_norm'], stats['prelogit_scale']])
+        healthy &= torch.isfinite(values).all()
+        sums += values
     batches = get_step_batches()  # the next step's data, drawn while the device works
     logging = iter_num % log_interval == 0
     grads = grad_norms_by_type() if logging else {}
     total_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip if grad_clip > 0 else math.inf)
+    healthy &= torch.isfinite(whole(total_norm))
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     raw_model.step_emas()
@@ -420,18 +599,21 @@ while True:
     if logging:
         if ddp:
             dist.all_reduce(sums)
-        ce, aux, logit_norm, prelogit_scale = (sums / gradient_accumulation_steps).tolist()
-        stop_if_not_finite(ce, 'the training loss')
+        ce, aux, logit_norm, prelogit_scale = (sums / (world_size * accum_steps)).tolist()
         cs = [m.c for m in raw_model.tapered_norms()]
         dt = (time.time() - t0) / max(1, iter_num + 1 - last_log_iter)
         t0, last_log_iter = time.time(), iter_num + 1
-        log(dict(iter=iter_num, lr=lr, gate=gate, loss=ce, aux=aux, logit_norm=logit_norm,
-                 prelogit_scale=prelogit_scale, grad_norm=whole(total_norm).item(), **grads,
-                 c=torch.stack(cs).tolist() if cs else [],  # one device read for all layers
-                 s_tgt=raw_model.s_tgt.item(),
-                 removed=sum(m.removed for m in raw_model.fakelns()),
-                 tok_per_s=tokens_per_iter / dt,
-                 mfu=raw_model.estimate_mfu(accum_steps * batch_size, dt, peak_flops)))
+        row = dict(iter=iter_num, lr=lr, gate=gate, loss=ce, aux=aux, logit_norm=logit_norm,
+                   prelogit_scale=prelogit_scale, grad_norm=whole(total_norm).item(), **grads,
+                   c=torch.stack(cs).tolist() if cs else [],  # one device read for all layers
+                   s_tgt=raw_model.s_tgt.item(),
+                   removed=sum(m.removed for m in raw_model.fakelns()),
+                   tok_per_s=tokens_per_iter / dt)
+        if device_type == 'cuda':  # peak_flops is a GPU's; a CPU figure would mean nothing
+            row['mfu'] = raw_model.estimate_mfu(accum_steps * micro_batch, dt, peak_flops)
+        if not all_ranks_finite(healthy):
+            diverged(f"training loss {ce:.4g}, pre-logit scale {prelogit_scale:.4g}")
+        log(row)
     iter_num += 1
 
 if ddp:

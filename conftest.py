@@ -1,0 +1,50 @@
+"""
+What the test files share: the repository's paths, a runner for its scripts, and one TinyStories
+dataset prepared once per session from the local sample in ../shared/data.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+SHARED = ROOT.parent / 'shared' / 'data'
+os.environ.setdefault('TIKTOKEN_CACHE_DIR', str(SHARED / 'tiktoken'))  # GPT-2 BPE offline
+# A tiny model and schedule: 40 steps, warmup and taper start at 8, g = 0 from 32.
+TINY = ['--device=cpu', '--vocab_size=512', '--n_layer=2', '--n_head=4', '--n_embd=64',
+        '--block_size=64', '--batch_size=8', '--max_iters=40', '--warmup_iters=8', '--taper_start=8',
+        '--taper_end=32', '--lr_decay_iters=40', '--eval_interval=20', '--eval_iters=4',
+        '--log_interval=4', '--learning_rate=3e-3']
+
+
+def require_shared():
+    """Skip, saying why, where the offline samples are not beside the repository (CI has them)."""
+    if not SHARED.is_dir():
+        pytest.skip(f"needs the offline data samples in {SHARED} (../shared/data beside the repository)")
+
+
+def run(script, *args, torchrun=0, check=True, env=None):
+    launcher = [sys.executable]
+    if torchrun:
+        launcher += ['-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={torchrun}']
+    proc = subprocess.run(launcher + [str(ROOT / script), *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600,
+                          env=None if env is None else {**os.environ, **env})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope='session')
+def data_dir(tmp_path_factory):
+    """prepare_tinystories.py on the local sample, with a 512-token vocab."""
+    require_shared()
+    import prepare_tinystories
+    out = tmp_path_factory.mktemp('tinystories512')
+    prepare_tinystories.main(['--input_file', str(SHARED / 'tinystories' / 'train_sample.txt'),
+                              '--val_file', str(SHARED / 'tinystories' / 'valid_sample.txt'),
+                              '--vocab_size', '512', '--out_dir', str(out), '--num_proc', '2'])
+    return out

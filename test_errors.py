@@ -1,0 +1,234 @@
+"""
+Every mistake a user can make stops with one sentence that says what to do: a non-zero exit, at most
+two lines on stderr, no traceback, and no file that existed before changed. One table, each row a bad
+input run as a subprocess of the real script.
+
+    python test_errors.py        # prints the table with each case's exit code and message
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from conftest import SHARED, TINY, run
+
+T = [*TINY, '--data_dir={data}', '--out_dir={root}/fresh']           # a valid scratch run, plus one flaw
+R = [*TINY, '--data_dir={data}', '--out_dir={root}/run', '--taper=none', '--aux_loss=none',
+     '--init_from=resume']                                           # a valid resume, plus one flaw
+OFFLINE = {'HF_HUB_OFFLINE': '1'}  # transformers' own no-network path, without minutes of retries
+# Progress bars of work that succeeded before the mistake surfaced (datasets' loading, transformers'
+# weight loading) are not part of the message.
+QUIET = {'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'HF_HUB_DISABLE_PROGRESS_BARS': '1'}
+GPT2_HF = ['--init_from={root}/hf', '--arch=gpt2', '--norm=layernorm', '--taper=none', '--n_head=2',
+           '--n_embd=32', '--aux_loss=baroni']
+
+CASES = [  # (case, script, arguments, a phrase of the message, environment)
+    # configuration
+    ('unknown config key', 'train.py', [*T, '--learing_rate=1e-3'], "did you mean 'learning_rate'", None),
+    ('value of the wrong type', 'train.py', [*T, '--batch_size=eight'], 'must be of type int', None),
+    ('missing config file', 'train.py', ['{root}/nofile.py'], 'not found', None),
+    ('config file with a syntax error', 'train.py', ['{root}/syntax.py', *T], 'syntax.py, line 2', None),
+    ('config file that raises', 'train.py', ['{root}/nameerror.py', *T], 'NameError', None),
+    ('batch_size 0', 'train.py', [*T, '--batch_size=0'], 'batch_size=0 must be at least 1', None),
+    ('batch_size negative', 'train.py', [*T, '--batch_size=-4'], 'batch_size=-4 must be at least 1', None),
+    ('eval_interval 0', 'train.py', [*T, '--eval_interval=0'], 'eval_interval=0 must be at least 1', None),
+    ('log_interval 0', 'train.py', [*T, '--log_interval=0'], 'log_interval=0 must be at least 1', None),
+    ('eval_iters 0', 'train.py', [*T, '--eval_iters=0'], 'eval_iters=0 must be at least 1', None),
+    ('gradient_accumulation_steps 0', 'train.py', [*T, '--gradient_accumulation_steps=0'],
+     'gradient_accumulation_steps=0 must be at least 1', None),
+    ('max_iters negative', 'train.py', [*T, '--max_iters=-1'], 'max_iters=-1 must not be negative', None),
+    ('learning_rate 0', 'train.py', [*T, '--learning_rate=0'], 'learning_rate > 0', None),
+    ('min_lr above learning_rate', 'train.py', [*T, '--min_lr=1'], 'min_lr <= learning_rate', None),
+    ('warmup as long as the decay', 'train.py', [*T, '--warmup_iters=40'], 'must be below lr_decay_iters', None),
+    ('beta2 of 1', 'train.py', [*T, '--beta2=1'], 'beta2=1.0 must lie in [0, 1)', None),
+    ('ema_rate 0', 'train.py', [*T, '--ema_rate=0'], 'ema_rate=0.0 (mu', None),
+    ('width not divisible by heads', 'train.py', [*T, '--n_embd=66'], 'not divisible by n_head=4', None),
+    ('odd head size with RoPE', 'train.py', [*T, '--n_embd=36'], 'is odd: RoPE', None),
+    ('unknown arch', 'train.py', [*T, '--arch=bert'], "arch='bert' is not one of", None),
+    ('unknown taper', 'train.py', [*T, '--taper=half'], "taper='half' is not one of", None),
+    ('unknown aux loss', 'train.py', [*T, '--aux_loss=l2'], "aux_loss='l2' is not one of", None),
+    ('FakeLN on RMSNorm', 'train.py', [*T, '--fakeln', '--taper=none'], 'fakeln replaces LayerNorms', None),
+    ('dtype float16', 'train.py', [*T, '--dtype=float16'], "dtype='float16' is not supported", None),
+    ('unknown device', 'train.py', [*T, '--device=tpu'], "device='tpu' is not supported", None),
+    ('CUDA on a machine without it', 'train.py', [*T, '--device=cuda'], 'CUDA is not available', None),
+    ('taper_start after taper_end', 'train.py', [*T, '--taper_start=30', '--taper_end=20'],
+     'taper_start < taper_end <= max_iters', None),
+    ('taper never starts', 'train.py', [*T, '--taper_start=50', '--taper_end=60'],
+     'taper_start=50, taper_end=60, max_iters=40', None),
+    ('taper ends after the run', 'train.py', [*T, '--taper_end=41'], 'taper_end=41, max_iters=40', None),
+    ('s_tgt frozen after the run', 'train.py', [*T, '--taper=none', '--taper_start=40'],
+     'freezes s_tgt at taper_start=40', None),
+    ('stop_iter past max_iters', 'train.py', [*T, '--stop_iter=41'], 'stop_iter=41 lies past', None),
+    ('fsdp without torchrun', 'train.py', [*T, '--fsdp'], 'launch with torchrun', None),
+    ('FakeLN removals after the run', 'train.py', [*T, *GPT2_HF, '--fakeln', '--max_iters=10',
+                                                   '--lr_decay_iters=10'], 'FakeLN removals run from step 20', QUIET),
+    # data
+    ('missing data folder', 'train.py', [*T, '--data_dir={root}/nodata'], 'python prepare_tinystories.py', None),
+    ('empty train.bin', 'train.py', [*T, '--data_dir={root}/empty'], 'holds 0 bytes', None),
+    ('odd-length train.bin', 'train.py', [*T, '--data_dir={root}/odd'], 'not a stream of uint16 tokens', None),
+    ('garbage train.bin', 'train.py', [*T, '--data_dir={root}/garbage'], "beyond the model's vocab_size=512", None),
+    ('vocab_size below the data', 'train.py', [*T, '--vocab_size=100'], 'set --vocab_size=512', None),
+    ('block_size beyond train.bin', 'train.py', [*T, '--block_size=1000000'], 'too few for one window', None),
+    ('block_size beyond val.bin only', 'train.py', [*T, '--data_dir={root}/shortval', '--block_size=128'],
+     'val.bin holds 100 tokens', None),
+    ('meta.json not JSON', 'train.py', [*T, '--data_dir={root}/badmeta'], 'meta.json is not valid JSON', None),
+    # out_dir and checkpoints
+    ('scratch run over a run', 'train.py', [*T, '--out_dir={root}/run'], '--init_from=resume, or pass --overwrite', None),
+    ('resume without a checkpoint', 'train.py', [*T, '--init_from=resume'], 'cannot resume: no checkpoint', None),
+    ('resume with another width', 'train.py', [*R, '--n_embd=32'], 'n_embd=64, not n_embd=32', None),
+    ('resume with another setting', 'train.py', [*R, '--taper=all'], "taper='none', not taper='all'", None),
+    ('resume a file that is no checkpoint', 'train.py', [*R, '--out_dir={root}/junk'], 'could not be read', None),
+    ('resume over a broken log line', 'train.py', [*R, '--out_dir={root}/badlog'], 'line 2, is not JSON', None),
+    ('HF name without network', 'train.py', [*T, *GPT2_HF, '--init_from=gpt2'], 'could not download gpt2', OFFLINE),
+    ('HF folder that does not exist', 'train.py', [*T, *GPT2_HF, '--init_from={root}/no_model'], 'no folder at', None),
+    ('HF folder without config.json', 'train.py', [*T, *GPT2_HF, '--init_from={root}/emptydir'],
+     'not a folder written by save_pretrained', None),
+    # sample.py
+    ('sample: negative temperature', 'sample.py', ['--out_dir={root}/run', '--temperature=-1'],
+     'temperature=-1.0 must be at least 0', None),
+    ('sample: top_k 0', 'sample.py', ['--out_dir={root}/run', '--top_k=0'], 'top_k=0 must be at least 1', None),
+    ('sample: no samples', 'sample.py', ['--out_dir={root}/run', '--num_samples=0'], 'must be at least 1', None),
+    ('sample: missing prompt file', 'sample.py', ['--out_dir={root}/run', '--start=FILE:{root}/nope.txt'],
+     'no prompt file at', None),
+    ('sample: prompt beyond the context', 'sample.py', ['--out_dir={root}/run', '--device=cpu',
+                                                        '--start=FILE:{shared}/tinystories/valid_sample.txt'],
+     'shorten --start', None),
+    ('sample: no checkpoint', 'sample.py', ['--out_dir={root}/fresh'], 'cannot sample: no checkpoint', None),
+    ('sample: HF name without network', 'sample.py', ['--init_from=gpt2', '--device=cpu'],
+     'could not download gpt2', OFFLINE),
+    ('sample: unknown key', 'sample.py', ['--temprature=1'], "did you mean 'temperature'", None),
+    # prepare_tinystories.py
+    ('prepare_tinystories: whitespace-only text', 'prepare_tinystories.py',
+     ['--input_file={root}/blank.txt', '--out_dir={root}/p1'], 'holds only whitespace', None),
+    ('prepare_tinystories: binary file', 'prepare_tinystories.py',
+     ['--input_file={root}/binary.txt', '--out_dir={root}/p2'], 'not UTF-8 text', None),
+    ('prepare_tinystories: missing file', 'prepare_tinystories.py',
+     ['--input_file={root}/nope.txt', '--out_dir={root}/p3'], 'does not exist or is empty', None),
+    ('prepare_tinystories: vocab beyond uint16', 'prepare_tinystories.py', ['--vocab_size=70000'],
+     'below 65536', None),
+    ('prepare_tinystories: vocab too small', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt', '--vocab_size=20', '--out_dir={root}/p4'],
+     'SentencePiece could not train', QUIET),
+    # prepare_owt.py
+    ('prepare_owt: malformed jsonl line', 'prepare_owt.py', ['--input_file={root}/bad_line.jsonl',
+                                                             '--out_dir={root}/o1'], 'line 2, is not valid JSON', None),
+    ('prepare_owt: jsonl without text', 'prepare_owt.py', ['--input_file={root}/no_text.jsonl',
+                                                           '--out_dir={root}/o2'], "line 1, has no 'text' field", None),
+    ('prepare_owt: missing input', 'prepare_owt.py', ['--input_file={root}/nope.jsonl', '--out_dir={root}/o3'],
+     'does not exist or is empty', None),
+    ('prepare_owt: malformed Pile line', 'prepare_owt.py',
+     ['--input_file={shared}/openwebtext/sample.jsonl', '--pile_file={root}/bad_line.jsonl',
+      '--out_dir={root}/o4'], 'bad_line.jsonl, line 2', None),
+    ('prepare_owt: val_fraction 2', 'prepare_owt.py', ['--val_fraction=2', '--out_dir={root}/o5'],
+     'strictly between 0 and 1', None),
+    # fold.py, evaluate.py
+    ('fold: a Baseline', 'fold.py', ['--out_dir={root}/run'], 'no tapered norm', None),
+    ('fold: no checkpoint', 'fold.py', ['--out_dir={root}/fresh'], 'cannot fold', None),
+    ('evaluate: a TinyStories checkpoint', 'evaluate.py', ['--out_dir={root}/run', '--data_dir={data}',
+                                                           '--device=cpu'], "not arch='gpt2'", None),
+    ('evaluate: HF name without network', 'evaluate.py', ['--init_from=gpt2', '--data_dir={data}', '--device=cpu'],
+     'could not download gpt2', OFFLINE),
+]
+
+
+def digest(root):
+    return {os.path.join(d, f): hashlib.sha256(open(os.path.join(d, f), 'rb').read()).hexdigest()
+            for d, _, files in os.walk(root) for f in files}
+
+
+def make_workspace(root, data_dir):
+    """A finished Baseline run, data folders with one flaw each, and bad text, jsonl and config files."""
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/run', '--taper=none', '--aux_loss=none',
+        '--max_iters=8', '--warmup_iters=2', '--lr_decay_iters=8', '--eval_interval=4')
+    shutil.copytree(f'{root}/run', f'{root}/badlog')
+    lines = open(f'{root}/badlog/log.jsonl').read().splitlines()
+    lines[1] = lines[1][:10]
+    open(f'{root}/badlog/log.jsonl', 'w').write('\n'.join(lines) + '\n')
+    os.makedirs(f'{root}/junk')
+    open(f'{root}/junk/ckpt.pt', 'wb').write(b'not a checkpoint')
+    train = np.fromfile(f'{data_dir}/train.bin', dtype=np.uint16)
+    flaws = {'empty': b'', 'odd': train.tobytes() + b'\0',
+             'garbage': np.random.default_rng(0).integers(0, 2**16, len(train), dtype=np.uint16).tobytes()}
+    for name, train_bytes in flaws.items():
+        shutil.copytree(data_dir, f'{root}/{name}')
+        open(f'{root}/{name}/train.bin', 'wb').write(train_bytes)
+    shutil.copytree(data_dir, f'{root}/shortval')
+    np.fromfile(f'{data_dir}/val.bin', dtype=np.uint16)[:100].tofile(f'{root}/shortval/val.bin')
+    shutil.copytree(data_dir, f'{root}/badmeta')
+    open(f'{root}/badmeta/meta.json', 'w').write('{"vocab_size": 512,')
+    open(f'{root}/syntax.py', 'w').write('# a config\nlearning_rate = = 3e-4\n')
+    open(f'{root}/nameerror.py', 'w').write('learning_rate = lr * 2\n')
+    open(f'{root}/blank.txt', 'w').write('   \n\n \t \n')
+    open(f'{root}/binary.txt', 'wb').write(bytes(range(256)) * 8)
+    open(f'{root}/small.txt', 'w').write(open(SHARED / 'tinystories' / 'train_sample.txt').read()[:20_000])
+    open(f'{root}/bad_line.jsonl', 'w').write('{"text": "fine", "input_ids": [1]}\n{"text": "torn\n')
+    open(f'{root}/no_text.jsonl', 'w').write('{"body": "no text field"}\n')
+    os.makedirs(f'{root}/emptydir')
+    from transformers import GPT2Config, GPT2LMHeadModel
+    GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=512, bos_token_id=2,
+                               eos_token_id=2)).save_pretrained(
+        f'{root}/hf')
+
+
+def run_case(case, root, data_dir):
+    name, script, args, _, env = case
+    args = [a.format(root=root, data=data_dir, shared=SHARED) for a in args]
+    if script == 'train.py' and not any(a.startswith('--device') for a in args):
+        args.append('--device=cpu')
+    return run(script, *args, check=False, env=env)
+
+
+@pytest.fixture(scope='module')
+def outcomes(data_dir, tmp_path_factory):
+    """Every case run once, two at a time (this machine's cores), and the files before and after."""
+    root = tmp_path_factory.mktemp('errors')
+    make_workspace(root, data_dir)
+    before = {**digest(root), **digest(data_dir)}
+    with ThreadPoolExecutor(2) as pool:
+        procs = list(pool.map(lambda c: run_case(c, root, data_dir), CASES))
+    after = {**digest(root), **digest(data_dir)}
+    changed = sorted(f for f in before if after.get(f) != before[f])
+    return dict(zip([c[0] for c in CASES], procs)), changed
+
+
+@pytest.mark.parametrize('case', CASES, ids=[c[0] for c in CASES])
+def test_each_bad_input_is_one_sentence(outcomes, case):
+    proc = outcomes[0][case[0]]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert 'Traceback' not in proc.stderr and 1 <= len(lines) <= 2, proc.stderr[-3000:]
+    assert case[3] in lines[-1], lines[-1]
+
+
+def test_no_file_that_existed_is_changed(outcomes):
+    assert outcomes[1] == []
+
+
+if __name__ == '__main__':  # the table, for the README and notes
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, 'data')
+        import prepare_tinystories
+        prepare_tinystories.main(['--input_file', str(SHARED / 'tinystories' / 'train_sample.txt'),
+                                  '--val_file', str(SHARED / 'tinystories' / 'valid_sample.txt'),
+                                  '--vocab_size', '512', '--out_dir', data])
+        root = os.path.join(tmp, 'ws')
+        os.makedirs(root)
+        make_workspace(root, data)
+        before = {**digest(root), **digest(data)}
+        print('| case | script | exit | message | traceback |\n|---|---|---|---|---|')
+        for case in CASES:
+            proc = run_case(case, root, data)
+            last = (proc.stderr.strip().splitlines() or [''])[-1].replace(tmp, '…').replace('|', '\\|')
+            print(f"| {case[0]} | {case[1]} | {proc.returncode} | {last} | {'Traceback' in proc.stderr} |",
+                  flush=True)
+        after = {**digest(root), **digest(data)}
+        changed = [f for f in before if after.get(f) != before[f]]
+        print(json.dumps(dict(cases=len(CASES), files_checked=len(before), files_changed=len(changed))))
+        sys.exit(1 if changed else 0)
