@@ -398,6 +398,21 @@ def test_finetuning_protocols_reach_a_layernorm_free_model(finetuned, proto):
     assert float(re.search(r'\| = (\S+) on ', proc.stdout).group(1)) < 1e-5 * max(1.0, scale)
 
 
+# The scaled-down FakeLN schedule removes ln_2 at 2-3, ln_1 (Q/K) at 6-7, ln_1 (V) at 9-10, ln_f at 13.
+@pytest.mark.parametrize('stop', [7, 14])
+def test_resume_between_and_after_fakeln_removals_continues_the_same_run_bitwise(finetuned, owt_dir, tiny_gpt2,
+                                                                                  tmp_path, stop):
+    """A FakeLN fine-tune stopped between two removals, or after the last, and resumed, is the run
+    that never stopped: each frozen sigma_avg, removal step and sigma EMA comes back."""
+    common = [ROOT / 'config' / 'finetune_gpt2_s_fakeln.py', *FINETUNE_TINY, f'--init_from={tiny_gpt2}',
+              f'--data_dir={owt_dir}', f'--out_dir={tmp_path}']
+    run('train.py', *common, f'--stop_iter={stop}')
+    removed = [m.removed for m in GPT.from_checkpoint(str(tmp_path / 'ckpt.pt')).fakelns()]
+    assert 0 < sum(removed) < len(removed) if stop == 7 else all(removed)
+    run('train.py', *common, '--init_from=resume')
+    assert_same_run(finetuned / 'fakeln', tmp_path)
+
+
 def test_evaluate_script_prints_table3(finetuned, owt_dir):
     """evaluate.py scores OWT-val, Pile and Pile-filtered as the mean CE over 1024-token chunks; a
     folded checkpoint scores what the g = 0 model does."""

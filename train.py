@@ -311,9 +311,12 @@ if init_from == 'scratch':
 elif init_from == 'resume':
     try:
         checkpoint = load_checkpoint(ckpt_path, device)
-        model = GPT.from_checkpoint(checkpoint, device, **model_args)
+        # The model's context is its own (a fine-tune keeps its HF context); it must only hold the windows.
+        model = GPT.from_checkpoint(checkpoint, device, **{k: v for k, v in model_args.items() if k != 'block_size'})
     except (FileNotFoundError, ValueError) as e:
         fail(f"cannot resume: {e}")
+    if block_size > model.config.block_size:
+        fail(f"cannot resume: block_size={block_size} exceeds the checkpoint's context of {model.config.block_size}")
     iter_num = last_saved = checkpoint['iter_num']
     changed = {k: (v, config[k]) for k, v in checkpoint['config'].items()
                if k in config and v != config[k] and k not in ('init_from', 'overwrite', 'stop_iter')}
