@@ -80,6 +80,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('meta.json not JSON', 'train.py', [*T, '--data_dir={root}/badmeta'], 'meta.json is not valid JSON', None),
     # out_dir and checkpoints
     ('scratch run over a run', 'train.py', [*T, '--out_dir={root}/run'], '--init_from=resume, or pass --overwrite', None),
+    ('eval-only scratch run over a run', 'train.py', [*T, '--out_dir={root}/run', '--eval_only'],
+     '--init_from=resume, or pass --overwrite', None),
     ('resume without a checkpoint', 'train.py', [*T, '--init_from=resume'], 'cannot resume: no checkpoint', None),
     ('resume with another width', 'train.py', [*R, '--n_embd=32'], 'n_embd=64, not n_embd=32', None),
     ('resume with another setting', 'train.py', [*R, '--taper=all'], "taper='none', not taper='all'", None),
@@ -110,6 +112,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      ['--input_file={root}/binary.txt', '--out_dir={root}/p2'], 'not UTF-8 text', None),
     ('prepare_tinystories: missing file', 'prepare_tinystories.py',
      ['--input_file={root}/nope.txt', '--out_dir={root}/p3'], 'does not exist or is empty', None),
+    ('prepare_tinystories: hub without network', 'prepare_tinystories.py', ['--out_dir={root}/p5'],
+     'Could not download roneneldan/TinyStories', OFFLINE),
     ('prepare_tinystories: vocab beyond uint16', 'prepare_tinystories.py', ['--vocab_size=70000'],
      'below 65536', None),
     ('prepare_tinystories: vocab too small', 'prepare_tinystories.py',
@@ -125,6 +129,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_owt: malformed Pile line', 'prepare_owt.py',
      ['--input_file={shared}/openwebtext/sample.jsonl', '--pile_file={root}/bad_line.jsonl',
       '--out_dir={root}/o4'], 'bad_line.jsonl, line 2', None),
+    ('prepare_owt: hub without network', 'prepare_owt.py', ['--skip_pile', '--out_dir={root}/o6'],
+     'Could not download openwebtext', OFFLINE),
     ('prepare_owt: val_fraction 2', 'prepare_owt.py', ['--val_fraction=2', '--out_dir={root}/o5'],
      'strictly between 0 and 1', None),
     # fold.py, evaluate.py

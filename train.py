@@ -186,7 +186,7 @@ tokens_per_iter = world_batch * block_size
 device_type = 'cuda' if device.startswith('cuda') else 'cpu'
 ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 log_path = os.path.join(out_dir, 'log.jsonl')
-if init_from != 'resume' and not overwrite and not eval_only:
+if init_from != 'resume' and not overwrite:
     held = [f for f in ('ckpt.pt', 'log.jsonl') if os.path.isfile(os.path.join(out_dir, f))]
     if held:
         fail(f"{out_dir} already holds a run ({', '.join(held)}): continue it with --init_from=resume, "
