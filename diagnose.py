@@ -1,0 +1,183 @@
+"""
+Where does a norm-free model fail? A short report on the worst held-out windows of any checkpoint,
+folded or not, TinyStories or GPT-2:
+
+    python diagnose.py --out_dir=out-repro/all-s1337
+    python diagnose.py --out_dir=out-gpt2-s-alltaper --ckpt=ckpt_folded.pt --split=val --plot=residual.png
+
+With no norm left, nothing resets the scale of the residual stream: a token whose embedding row is
+far larger than its peers (e.g. one never seen in training, whose tied row only ever receives the
+softmax's push) can grow layer by layer until a window's loss explodes. For the worst windows the
+report gives the cross-entropy distribution and its outliers, the window's rarest tokens with their
+training counts and embedding norms against the typical norm, and the residual-stream norm at the
+exploding position after every layer. Scored in float64 by default, so a blow-up reads as a number
+and not as float32's overflow. The last line is JSON.
+"""
+
+import argparse
+import json
+import math
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from model import GPT, load_checkpoint
+
+
+def tokens_of(data_dir, split):
+    path = os.path.join(data_dir, f'{split}.bin')
+    if not os.path.isfile(path):
+        raise SystemExit(f"{path} not found: pass --data_dir, the folder the run was trained on")
+    return np.memmap(path, dtype=np.uint16, mode='r')
+
+
+def train_counts(data_dir, vocab_size):
+    """How often each token id occurs in the training split (None when it is not at hand)."""
+    path = os.path.join(data_dir or '', 'train.bin')
+    if not os.path.isfile(path):
+        return None
+    data = np.memmap(path, dtype=np.uint16, mode='r')
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for i in range(0, len(data), 2**26):
+        counts += np.bincount(data[i:i + 2**26], minlength=vocab_size)[:vocab_size]
+    return counts
+
+
+@torch.no_grad()
+def residual_norms(model, idx):
+    """(ce per window (B,), residual-stream L2 norm (B, L + 1, T)): row 0 is the input of the first
+    block, row l the output of block l."""
+    norms = []
+    hooks = [model.transformer.h[0].register_forward_pre_hook(lambda m, args: norms.append(args[0].norm(dim=-1)))]
+    hooks += [b.register_forward_hook(lambda m, args, out: norms.append(out.norm(dim=-1)))
+              for b in model.transformer.h]
+    try:
+        logits = model(idx[:, :-1])[0]
+    finally:
+        for h in hooks:
+            h.remove()
+    ce = F.cross_entropy(logits.transpose(1, 2), idx[:, 1:], reduction='none').mean(dim=1)
+    return ce, torch.stack(norms, dim=1)
+
+
+def diagnose(model, data, counts=None, window=256, max_windows=512, batch_size=16, top=3):
+    """The report as a dict. data: a token array; consecutive windows of window + 1 tokens are scored."""
+    T = min(window, model.config.block_size)
+    n = min(max_windows, (len(data) - 1) // T)
+    if n < 1:
+        raise SystemExit(f"the split holds {len(data)} tokens, fewer than one window of {T + 1}")
+    emb = model.transformer.wte.weight.detach().double()
+    row_norm = emb.norm(dim=1)
+    typical = row_norm.median().item()
+    ce, peaks = [], []
+    for start in range(0, n, batch_size):
+        idx = torch.stack([torch.from_numpy(data[w * T:w * T + T + 1].astype(np.int64))
+                           for w in range(start, min(n, start + batch_size))]).to(emb.device)
+        c, norms = residual_norms(model, idx)
+        ce += c.tolist()
+        peaks += norms[:, -1].max(dim=1).values.tolist()
+    ce = np.array(ce)
+    finite = np.isfinite(ce)
+    median = float(np.median(ce[finite])) if finite.any() else math.nan
+    outliers = [int(w) for w in np.argsort(np.where(finite, ce, np.inf))[::-1]
+                if not (finite[w] and ce[w] <= 2 * median)]
+    report = dict(windows=n, window=T, median=median, mean=float(ce.mean()) if finite.all() else math.inf,
+                  non_finite=int((~finite).sum()), outliers=len(outliers), typical_embedding_norm=typical,
+                  quantiles={q: float(np.quantile(ce[finite], q / 100)) for q in (10, 50, 90, 99)} if finite.any() else {},
+                  unseen_tokens=None if counts is None else int((counts == 0).sum()), worst=[])
+    for w in (outliers or list(np.argsort(ce)[::-1]))[:top]:
+        idx = torch.from_numpy(data[w * T:w * T + T + 1].astype(np.int64))[None].to(emb.device)
+        _, norms = residual_norms(model, idx)
+        last = norms[0, -1].nan_to_num(nan=math.inf)
+        pos = int(last.argmax())                                   # the exploding position
+        upto = idx[0, :pos + 1].tolist()
+        suspect = max(set(upto), key=lambda t: row_norm[t].item())  # the largest row it has seen
+        tokens = [dict(id=t, position=max(i for i, u in enumerate(upto) if u == t),
+                       train_count=None if counts is None else int(counts[t]),
+                       embedding_norm_ratio=row_norm[t].item() / typical)
+                  for t in sorted(set(upto), key=lambda t: -row_norm[t].item())[:5]]
+        report['worst'].append(dict(window=int(w), ce=float(ce[w]), position=pos, suspect=suspect,
+                                    tokens=tokens, residual_norm=norms[0, :, pos].tolist()))
+    report['peak_residual_norm'] = dict(median=float(np.median(peaks)), max=float(np.max(peaks)))
+    return report
+
+
+def print_report(report, decode=None):
+    name = (lambda t: repr(decode([t]))) if decode else str
+    print(f"{report['windows']} windows of {report['window']} tokens: median CE {report['median']:.4f}, "
+          f"mean {report['mean']:.4g}; {report['non_finite']} non-finite, {report['outliers']} above twice the median")
+    if report['quantiles']:
+        print("CE quantiles: " + ", ".join(f"p{q} {v:.4f}" for q, v in report['quantiles'].items()))
+    if report['unseen_tokens'] is not None:
+        print(f"{report['unseen_tokens']} vocabulary entries never occur in the training tokens")
+    print(f"typical embedding row norm (median over the vocabulary): {report['typical_embedding_norm']:.4g}")
+    for worst in report['worst']:
+        print(f"\nwindow {worst['window']}: CE {worst['ce']:.4g}; the residual stream peaks at position "
+              f"{worst['position']}; suspect token {name(worst['suspect'])}")
+        for t in worst['tokens']:
+            seen = '' if t['train_count'] is None else f", {t['train_count']:,} times in training"
+            print(f"  token {name(t['id'])} (id {t['id']}, last at {t['position']}): embedding norm "
+                  f"{t['embedding_norm_ratio']:.2f}x typical{seen}")
+        print("  residual norm by layer: " + " -> ".join(f"{v:.3g}" for v in worst['residual_norm']))
+
+
+def plot(report, path):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for worst in report['worst']:
+        ax.plot(worst['residual_norm'], marker='o', label=f"window {worst['window']} (CE {worst['ce']:.3g})")
+    ax.set_yscale('log')
+    ax.set_xlabel('layer (0 = embedding)')
+    ax.set_ylabel('residual-stream L2 norm')
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--out_dir', required=True, help="the run's folder")
+    parser.add_argument('--ckpt', default='ckpt.pt', help="checkpoint file in out_dir (or ckpt_folded.pt)")
+    parser.add_argument('--data_dir', help="default: the run's own, from its checkpoint")
+    parser.add_argument('--split', default='val')
+    parser.add_argument('--window', type=int, default=256, help="tokens per scored window")
+    parser.add_argument('--max_windows', type=int, default=512)
+    parser.add_argument('--top', type=int, default=3, help="worst windows to report")
+    parser.add_argument('--dtype', default='float64', choices=['float64', 'float32'])
+    parser.add_argument('--plot', help="write residual norm against layer to this PNG")
+    args = parser.parse_args(argv)
+    if min(args.window, args.max_windows, args.top) < 1:
+        raise SystemExit("--window, --max_windows and --top must be at least 1")
+    path = os.path.join(args.out_dir, args.ckpt)
+    try:
+        ckpt = load_checkpoint(path)
+        model = GPT.from_checkpoint(ckpt).eval().to(getattr(torch, args.dtype))
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f"cannot diagnose: {e}") from None
+    if model.started and model.tapered_norms():
+        model.set_gate(0.0)
+    data_dir = args.data_dir or (ckpt.get('config') or {}).get('data_dir')
+    if not data_dir:
+        raise SystemExit(f"{path} names no data folder: pass --data_dir")
+    ref, decode = ckpt.get('tokenizer') or {}, None
+    if ref.get('kind') == 'sentencepiece':
+        import sentencepiece as spm
+        decode = spm.SentencePieceProcessor(model_proto=ref['model'].numpy().tobytes()).decode
+    elif ref.get('kind') == 'tiktoken':
+        import tiktoken
+        decode = tiktoken.get_encoding(ref['name']).decode
+    report = diagnose(model, tokens_of(data_dir, args.split), train_counts(data_dir, model.config.vocab_size),
+                      args.window, args.max_windows, top=args.top)
+    print_report(report, decode)
+    if args.plot:
+        plot(report, args.plot)
+        print(f"wrote {args.plot}")
+    print(json.dumps(report))
+
+
+if __name__ == '__main__':
+    main()

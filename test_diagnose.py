@@ -1,0 +1,80 @@
+"""
+diagnose.py finds where a norm-free model fails: with one embedding row inflated, for a token never
+seen in training, the report must point at that token and show the residual stream growing through
+the layers at its position.
+"""
+
+import json
+from dataclasses import asdict
+
+import numpy as np
+import torch
+
+import diagnose
+from conftest import run
+from model import GPT, GPTConfig
+
+V, K, T = 256, 77, 64  # vocabulary, the inflated token, window length
+
+
+def norm_free_model_with_an_inflated_row(scale=30.0):
+    """An All-Taper model at g = 0 (no norm anywhere), whose embedding row K is scale times too large."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=V, n_layer=4, n_head=4, n_embd=64, block_size=T, taper='all',
+                          aux_loss='fixed'))
+    for _ in range(3):  # calibrate c at g = 1
+        model(torch.randint(0, V, (4, T)), torch.randint(0, V, (4, T)))
+        model.step_emas()
+    model.start_taper()
+    model.set_gate(0.0)
+    with torch.no_grad():
+        model.transformer.wte.weight[K] *= scale
+    return model.eval()
+
+
+def token_files():
+    """Training tokens without K; validation windows with K once, in window 5 at position 10."""
+    rng = np.random.default_rng(0)
+    train = rng.integers(0, V, 20_000).astype(np.uint16)
+    train[train == K] = 0
+    val = rng.integers(0, V, T * 20 + 1).astype(np.uint16)
+    val[val == K] = 1
+    val[T * 5 + 10] = K
+    return train, val
+
+
+def test_diagnostic_points_at_the_inflated_unseen_token():
+    model = norm_free_model_with_an_inflated_row().double()
+    train, val = token_files()
+    report = diagnose.diagnose(model, val, np.bincount(train, minlength=V), window=T, max_windows=20)
+    # the per-window cross-entropy, written out: -log softmax(logits)[target], averaged over the window
+    with torch.no_grad():
+        idx = torch.from_numpy(val[:20 * T + 1].astype(np.int64))
+        x, y = idx[:-1].view(20, T), idx[1:].view(20, T)
+        logits = model(x)[0]
+        logp = logits - logits.logsumexp(dim=-1, keepdim=True)
+        ce = -logp.gather(-1, y[..., None])[..., 0].mean(dim=1).numpy()
+    assert report['median'] == np.median(ce) and report['outliers'] == 1 and report['unseen_tokens'] == 1
+    worst = report['worst'][0]
+    assert worst['window'] == 5 and worst['ce'] == ce[5] and worst['suspect'] == K
+    top = worst['tokens'][0]
+    assert top['id'] == K and top['position'] == 10 and top['train_count'] == 0
+    assert top['embedding_norm_ratio'] > 10
+    norms = worst['residual_norm']  # embedding, then after each of the 4 blocks
+    assert len(norms) == 5 and all(b > a for a, b in zip(norms, norms[1:])) and norms[-1] > 1e4 * norms[0]
+
+
+def test_diagnose_script_reports_on_a_checkpoint(tmp_path):
+    """The command on a checkpoint whose config names its data folder: the JSON line points at K,
+    the report names it in words, and the residual plot is written."""
+    model = norm_free_model_with_an_inflated_row()
+    train, val = token_files()
+    train.tofile(tmp_path / 'train.bin')
+    val.tofile(tmp_path / 'val.bin')
+    torch.save(dict(model=model.state_dict(), model_args=asdict(model.config),
+                    config=dict(data_dir=str(tmp_path)), tokenizer=None), tmp_path / 'ckpt.pt')
+    proc = run('diagnose.py', f'--out_dir={tmp_path}', '--window=64', f'--plot={tmp_path / "residual.png"}')
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report['worst'][0]['suspect'] == K
+    assert f'suspect token {K}' in proc.stdout and '0 times in training' in proc.stdout
+    assert (tmp_path / 'residual.png').stat().st_size > 5_000
