@@ -327,7 +327,7 @@ else:
         model = GPT.from_pretrained(init_from, taper=taper, aux_loss=aux_loss, aux_weight=aux_weight,
                                     ema_rate=ema_rate, fakeln=fakeln)
     except (OSError, ValueError, KeyError) as e:
-        fail(str(e).strip('"'))
+        fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))  # a KeyError's str() is quoted
     if block_size > model.config.block_size:
         fail(f"block_size={block_size} exceeds {init_from}'s context of {model.config.block_size}")
     for key in ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'arch', 'norm'):
