@@ -62,6 +62,23 @@ def residual_norms(model, idx):
     return ce, torch.stack(norms, dim=1)
 
 
+def window(data, w, T):
+    """Window w: T tokens and the T targets after them."""
+    return torch.from_numpy(data[w * T:w * T + T + 1].astype(np.int64))
+
+
+def score_windows(model, data, T, n, batch_size=16):
+    """(cross-entropy, peak last-layer residual norm) of each of the first n windows, as arrays."""
+    device = model.transformer.wte.weight.device
+    ce, peaks = [], []
+    for start in range(0, n, batch_size):
+        idx = torch.stack([window(data, w, T) for w in range(start, min(n, start + batch_size))]).to(device)
+        c, norms = residual_norms(model, idx)
+        ce += c.tolist()
+        peaks += norms[:, -1].max(dim=1).values.tolist()
+    return np.array(ce), np.array(peaks)
+
+
 def diagnose(model, data, counts=None, window=256, max_windows=512, batch_size=16, top=3):
     """The report as a dict. data: a token array; consecutive windows of window + 1 tokens are scored."""
     T = min(window, model.config.block_size)
@@ -71,14 +88,7 @@ def diagnose(model, data, counts=None, window=256, max_windows=512, batch_size=1
     emb = model.transformer.wte.weight.detach().double()
     row_norm = emb.norm(dim=1)
     typical = row_norm.median().item()
-    ce, peaks = [], []
-    for start in range(0, n, batch_size):
-        idx = torch.stack([torch.from_numpy(data[w * T:w * T + T + 1].astype(np.int64))
-                           for w in range(start, min(n, start + batch_size))]).to(emb.device)
-        c, norms = residual_norms(model, idx)
-        ce += c.tolist()
-        peaks += norms[:, -1].max(dim=1).values.tolist()
-    ce = np.array(ce)
+    ce, peaks = score_windows(model, data, T, n, batch_size)
     finite = np.isfinite(ce)
     median = float(np.median(ce[finite])) if finite.any() else math.nan
     outliers = [int(w) for w in np.argsort(np.where(finite, ce, np.inf))[::-1]
@@ -88,7 +98,7 @@ def diagnose(model, data, counts=None, window=256, max_windows=512, batch_size=1
                   quantiles={q: float(np.quantile(ce[finite], q / 100)) for q in (10, 50, 90, 99)} if finite.any() else {},
                   unseen_tokens=None if counts is None else int((counts == 0).sum()), worst=[])
     for w in (outliers or list(np.argsort(ce)[::-1]))[:top]:
-        idx = torch.from_numpy(data[w * T:w * T + T + 1].astype(np.int64))[None].to(emb.device)
+        idx = window(data, w, T)[None].to(emb.device)
         _, norms = residual_norms(model, idx)
         last = norms[0, -1].nan_to_num(nan=math.inf)
         pos = int(last.argmax())                                   # the exploding position

@@ -23,15 +23,14 @@ import argparse
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
+import diagnose
 from model import GPT
 
 SETTINGS = {  # name: (label, taper, aux_loss)
@@ -67,26 +66,28 @@ def run(*args, allow_divergence=False, progress=''):
 
 
 @torch.no_grad()
-def val_ce(ckpt_path, data_dir, max_windows, batch_size=32):
-    """Cross-entropy over consecutive held-out windows of val.bin, tapered models at g = 0:
-    dict(mean, median, outliers). A norm-free model can blow up on a few unusual windows and
-    dominate the mean, so the median window and the count of windows above twice it are kept too."""
-    model = GPT.from_checkpoint(ckpt_path).eval()
+def val_ce(ckpt_path, data_dir, max_windows):
+    """Cross-entropy of consecutive held-out windows of val.bin, tapered models at g = 0, scored in
+    float64 so that a blow-up is a number and not float32's overflow. Over all windows: the median,
+    the mean, the non-finite count and the outliers (windows not within twice the median). Over the
+    clean windows, whose tokens all occur in train.bin: the median and mean, and how many windows
+    were excluded for holding a token the model never trained on (its embedding row then only ever
+    received the softmax's push; see diagnose.py)."""
+    model = GPT.from_checkpoint(ckpt_path).eval().double()
     if model.started and model.tapered_norms():
         model.set_gate(0.0)
     T = model.config.block_size
     data = np.memmap(os.path.join(data_dir, 'val.bin'), dtype=np.uint16, mode='r')
     n = min(max_windows, (len(data) - 1) // T)
-    windows = torch.from_numpy(data[:n * T + 1].astype(np.int64))
-    per_window = []
-    for start in range(0, n, batch_size):
-        idx = torch.arange(start, min(n, start + batch_size))[:, None] * T + torch.arange(T)
-        logits = model(windows[idx])[0].float()
-        ce = F.cross_entropy(logits.transpose(1, 2), windows[idx + 1], reduction='none')  # (B, T)
-        per_window += ce.mean(dim=1).tolist()
-    median = statistics.median(per_window)
-    return dict(mean=statistics.mean(per_window), median=median,
-                outliers=sum(not c <= 2 * median for c in per_window))
+    ce = diagnose.score_windows(model, data, T, n)[0]
+    seen = diagnose.train_counts(data_dir, model.config.vocab_size) > 0
+    clean = np.array([seen[diagnose.window(data, w, T).numpy()].all() for w in range(n)])
+    finite = np.isfinite(ce)
+    median = float(np.median(ce[finite]))
+    return dict(median=median, mean=float(ce.mean()), non_finite=int((~finite).sum()),
+                outliers=int(sum(not c <= 2 * median for c in ce)),
+                clean_median=float(np.median(ce[clean])), clean_mean=float(ce[clean].mean()),
+                excluded=int((~clean).sum()))
 
 
 def main(argv=None):
@@ -152,18 +153,20 @@ def main(argv=None):
 
     def summary(scores, key):
         values = [s[key] for s in scores]
-        return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else None)
+        return float(np.mean(values)), (float(np.std(values, ddof=1)) if len(values) > 1 else None)
 
-    base = {key: summary(ce['baseline'], key)[0] for key in ('mean', 'median')}
+    keys = ('mean', 'median', 'clean_mean', 'clean_median')
+    base = {key: summary(ce['baseline'], key)[0] for key in keys}
     table = {}
     for name, (label, _, _) in SETTINGS.items():
         scores = ce.get(name, [])
         row = dict(label=label, val_ce=scores, diverged_seeds=diverged.get(name, []))
-        for key in ('mean', 'median'):
+        for key in keys:
             value, std = summary(scores, key) if scores else (None, None)
             row[key], row[key + '_std'] = value, std
             row[key + '_gap'] = None if name == 'baseline' or value is None else 100 * (value / base[key] - 1)
-        row['outliers'] = sum(s['outliers'] for s in scores)
+        for key in ('outliers', 'non_finite', 'excluded'):
+            row[key] = sum(s[key] for s in scores)
         table[name] = row
     tok_per_s = {r['variant']: r['tok_per_s'] for r in bench}
     results = dict(seeds=seeds, settings=table, fold=fold, bench=bench, train_args=train_args,
@@ -179,12 +182,14 @@ def main(argv=None):
         gap = f" ({row[key + '_gap']:+.3g}%)" if row[key + '_gap'] is not None else ''
         return f"{row[key]:.4g}{std}{gap}"
 
-    print(f"\nval CE at g = 0 over {args.val_windows} held-out windows, {len(seeds)} seed(s); "
-          f"(gap vs Baseline)\n| setting | median window | mean over windows | windows > 2x median | "
-          f"paper's gap (1M) |\n|---|---|---|---|---|")
+    print(f"\nval CE at g = 0 over {args.val_windows} held-out windows (float64), {len(seeds)} seed(s); "
+          f"(gap vs Baseline); clean windows hold only tokens that occur in training\n"
+          f"| setting | clean windows, mean | clean windows, median | windows excluded | all windows, median | "
+          f"all windows, mean | non-finite | > 2x median | paper's gap (1M) |\n|---|---|---|---|---|---|---|---|---|")
     for name, row in table.items():
         note = f" ({len(row['diverged_seeds'])} of {len(seeds)} seeds diverged)" if row['diverged_seeds'] else ''
-        print(f"| {row['label']}{note} | {cell(row, 'median')} | {cell(row, 'mean')} | {row['outliers']} | "
+        print(f"| {row['label']}{note} | {cell(row, 'clean_mean')} | {cell(row, 'clean_median')} | {row['excluded']} | "
+              f"{cell(row, 'median')} | {cell(row, 'mean')} | {row['non_finite']} | {row['outliers']} | "
               f"{PAPER_GAP.get(name, '')} |")
     for name, f in fold.items():
         print(f"fold {SETTINGS[name][0]}: max |delta logits| {f['max_logit_diff']:.2e}, "

@@ -439,6 +439,10 @@ def test_reproduce_script_end_to_end(tmp_path):
     results = json.load(open(tmp_path / 'assets' / 'results.json'))
     assert set(results['settings']) == {'baseline', 'internal', 'all', 'all-noaux'}
     assert results['settings']['baseline']['median'] > 0 and '| Baseline |' in out
+    for row in results['settings'].values():  # clean windows hold only tokens seen in training
+        assert 0 <= row['excluded'] <= 8 * len(results['seeds']) and row['non_finite'] >= 0
+        assert (row['clean_mean'] is None) == (row['mean'] is None)
+    assert '[2/4] Internal-Taper (+aux), seed' in out  # progress, setting by setting
     for fold in results['fold'].values():  # float32 rounding relative to the logits; exact in float64
         assert fold['max_logit_diff'] < 1e-5 * max(1.0, fold['max_logit'])
         assert fold['max_logit_diff_float64'] < 1e-10 * max(1.0, fold['max_logit'])
