@@ -62,7 +62,7 @@ def residual_norms(model, idx):
     return ce, torch.stack(norms, dim=1)
 
 
-def window(data, w, T):
+def window_tokens(data, w, T):
     """Window w: T tokens and the T targets after them."""
     return torch.from_numpy(data[w * T:w * T + T + 1].astype(np.int64))
 
@@ -72,7 +72,7 @@ def score_windows(model, data, T, n, batch_size=16):
     device = model.transformer.wte.weight.device
     ce, peaks = [], []
     for start in range(0, n, batch_size):
-        idx = torch.stack([window(data, w, T) for w in range(start, min(n, start + batch_size))]).to(device)
+        idx = torch.stack([window_tokens(data, w, T) for w in range(start, min(n, start + batch_size))]).to(device)
         c, norms = residual_norms(model, idx)
         ce += c.tolist()
         peaks += norms[:, -1].max(dim=1).values.tolist()
@@ -98,7 +98,7 @@ def diagnose(model, data, counts=None, window=256, max_windows=512, batch_size=1
                   quantiles={q: float(np.quantile(ce[finite], q / 100)) for q in (10, 50, 90, 99)} if finite.any() else {},
                   unseen_tokens=None if counts is None else int((counts == 0).sum()), worst=[])
     for w in (outliers or list(np.argsort(ce)[::-1]))[:top]:
-        idx = window(data, w, T)[None].to(emb.device)
+        idx = window_tokens(data, w, T)[None].to(emb.device)
         _, norms = residual_norms(model, idx)
         last = norms[0, -1].nan_to_num(nan=math.inf)
         pos = int(last.argmax())                                   # the exploding position

@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from diagnose import train_counts
 from model import GPT, HF_CONV1D, LayerNorm, load_checkpoint
 
 
@@ -123,6 +124,22 @@ def max_logit_diff(a, b, idx=None, dtype=torch.float32):
     return (a(idx)[0] - b(idx)[0]).abs().max().item()
 
 
+@torch.no_grad()
+def reset_unseen_embeddings(model, counts):
+    """Set the input embedding of every token that never occurs in training (counts == 0) to the mean
+    of the seen tokens' rows; returns how many were reset. Through a tied head such a row only ever
+    received the softmax's push away from it, and with no norm left its excess scale can blow a window
+    up (see diagnose.py). Only the input side changes, so the model needs its own head (a folded
+    All-Taper or FakeLN model); every window without those tokens keeps its logits exactly."""
+    wte = model.transformer.wte.weight
+    if model.lm_head.weight is wte:
+        raise ValueError("its head is the embedding (tied): resetting input rows would change every "
+                         "output logit; only a folded All-Taper or FakeLN model has a head of its own")
+    unseen = torch.from_numpy(np.asarray(counts) == 0).to(wte.device)
+    wte[unseen] = wte[~unseen].mean(dim=0)
+    return int(unseen.sum())
+
+
 # --- HF export (GPT-2) -------------------------------------------------------------------------------
 
 HF_EPS = 1e12  # sigma_h = sqrt(var + 1e12) is 1e6 to float precision for any residual stream
@@ -175,6 +192,9 @@ def main(argv=None):
     parser.add_argument('--ckpt', default='ckpt.pt', help="checkpoint file in out_dir")
     parser.add_argument('--out', default='ckpt_folded.pt', help="folded checkpoint file in out_dir")
     parser.add_argument('--export_hf', default=None, help="also write an HF GPT-2 folder (GPT-2 only)")
+    parser.add_argument('--reset_unseen', action='store_true',
+                        help="All-Taper/FakeLN: set the input embeddings of tokens absent from the run's "
+                             "train.bin to their mean (a guard against blow-ups; see diagnose.py)")
     args = parser.parse_args(argv)
     path = os.path.join(args.out_dir, args.ckpt)
     try:
@@ -191,8 +211,19 @@ def main(argv=None):
     exact = max_logit_diff(model64, fold_model(model64), idx, torch.float64)
     print(f"max |logits(g=0) - logits(folded)| = {diff:.2e} on {source} "
           f"(max |logits| {scale:.3g}, float32); {exact:.2e} with both in float64")
+    reset = None
+    if args.reset_unseen:  # after the check above: it changes the function on windows with those tokens
+        data_dir = (ckpt.get('config') or {}).get('data_dir')
+        counts = train_counts(data_dir, model.config.vocab_size)
+        if counts is None:
+            raise SystemExit(f"cannot reset unseen embeddings: no train.bin in the run's data_dir ({data_dir})")
+        try:
+            reset = reset_unseen_embeddings(folded, counts)
+        except ValueError as e:
+            raise SystemExit(f"cannot reset unseen embeddings of {path}: {e}") from None
+        print(f"reset the input embeddings of {reset} tokens that never occur in {data_dir}/train.bin")
     out = os.path.join(args.out_dir, args.out)
-    ckpt = dict(model=folded.state_dict(), model_args=asdict(folded.config), config=ckpt.get('config'),
+    ckpt = dict(model=folded.state_dict(), reset_unseen=reset, model_args=asdict(folded.config), config=ckpt.get('config'),
                 iter_num=ckpt.get('iter_num'), tokenizer=ckpt.get('tokenizer'), folded_from=path)
     torch.save(ckpt, out + '.tmp')
     os.replace(out + '.tmp', out)

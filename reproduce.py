@@ -81,7 +81,7 @@ def val_ce(ckpt_path, data_dir, max_windows):
     n = min(max_windows, (len(data) - 1) // T)
     ce = diagnose.score_windows(model, data, T, n)[0]
     seen = diagnose.train_counts(data_dir, model.config.vocab_size) > 0
-    clean = np.array([seen[diagnose.window(data, w, T).numpy()].all() for w in range(n)])
+    clean = np.array([seen[diagnose.window_tokens(data, w, T).numpy()].all() for w in range(n)])
     finite = np.isfinite(ce)
     median = float(np.median(ce[finite]))
     return dict(median=median, mean=float(ce.mean()), non_finite=int((~finite).sum()),

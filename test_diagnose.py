@@ -8,10 +8,12 @@ import json
 from dataclasses import asdict
 
 import numpy as np
+import pytest
 import torch
 
 import diagnose
 from conftest import run
+from fold import fold_model, reset_unseen_embeddings
 from model import GPT, GPTConfig
 
 V, K, T = 256, 77, 64  # vocabulary, the inflated token, window length
@@ -78,3 +80,29 @@ def test_diagnose_script_reports_on_a_checkpoint(tmp_path):
     assert report['worst'][0]['suspect'] == K
     assert f'suspect token {K}' in proc.stdout and '0 times in training' in proc.stdout
     assert (tmp_path / 'residual.png').stat().st_size > 5_000
+    folded = run('fold.py', f'--out_dir={tmp_path}', '--reset_unseen')  # the mitigation, from the command line
+    assert 'reset the input embeddings of 1 tokens' in folded.stdout
+    proc = run('diagnose.py', f'--out_dir={tmp_path}', '--ckpt=ckpt_folded.pt', '--window=64')
+    assert json.loads(proc.stdout.strip().splitlines()[-1])['outliers'] == 0
+
+
+def test_resetting_unseen_embeddings_removes_the_blow_up_and_nothing_else():
+    """The mitigation: in a folded All-Taper model (its head untied), the input rows of tokens absent
+    from training are set to the mean seen row. The exploding window comes back to the typical loss;
+    every window without such a token keeps its logits exactly. A tied model is refused."""
+    model = norm_free_model_with_an_inflated_row().double()
+    train, val = token_files()
+    counts = np.bincount(train, minlength=V)
+    with pytest.raises(ValueError, match='tied'):
+        reset_unseen_embeddings(model, counts)
+    folded = fold_model(model)
+    idx = torch.stack([diagnose.window_tokens(val, w, T) for w in range(20)])[:, :-1]
+    before = folded(idx)[0]
+    assert reset_unseen_embeddings(folded, counts) == 1
+    seen_rows = model.transformer.wte.weight[torch.from_numpy(counts > 0)]
+    assert torch.equal(folded.transformer.wte.weight[K], seen_rows.mean(dim=0))
+    after = folded(idx)[0]
+    untouched = [w for w in range(20) if w != 5]
+    assert torch.equal(before[untouched], after[untouched])
+    report = diagnose.diagnose(folded, val, counts, window=T, max_windows=20)
+    assert report['outliers'] == 0 and report['non_finite'] == 0
