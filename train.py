@@ -10,6 +10,7 @@ nanoGPT's loop with the taper schedule added: start_taper() once at taper_start,
 every step, and tapered models evaluated at g = 0.
 """
 
+import functools
 import json
 import math
 import os
@@ -47,6 +48,10 @@ data_dir = 'data/tinystories10000'
 gradient_accumulation_steps = 1   # over all ranks: each of N ranks runs 1/N of them
 batch_size = 16                   # sequences per micro-batch
 block_size = 512
+data_layout = 'random'            # 'random': contiguous windows at random offsets (App. C);
+                                  # 'blocks': shuffled non-overlapping blocks, each predicting its
+                                  # own tokens 2..T (App. D, Baroni et al.'s GPT-2 runs)
+mask_eot_targets = False          # leave end-of-text targets out of the loss (Baroni's collator)
 # model
 arch = 'llama'
 vocab_size = 10000
@@ -54,6 +59,7 @@ n_layer = 8
 n_head = 16
 n_embd = 512
 norm = 'rmsnorm'
+dropout = 0.0             # HF GPT-2's placement (embeddings, attention, residual), training only
 taper = 'internal'        # 'none' (Baseline) | 'internal' | 'all'
 taper_start = 50_000      # g = 1 before; c and s_tgt are calibrated here
 taper_end = 1_000_000     # g = 0 from here on
@@ -62,11 +68,11 @@ aux_weight = 0.1          # lambda
 ema_rate = 0.01           # mu
 # FakeLN, Baroni et al.'s protocol (GPT-2): layer i's ln_2 is removed at step start[0] + i gap[0],
 # then ln_1 on the Q/K path (start[1], gap[1]), on the V path (start[2], gap[2]), then ln_f at
-# start[3]; end-of-text positions keep their own sigma until fakeln_eot_end
+# start[3]; sigma's EMA moves every forward with this weight on its old value
 fakeln = False
 fakeln_start = (20, 44, 68, 104)
 fakeln_gap = (2, 2, 3)
-fakeln_eot_end = 106
+fakeln_momentum = 0.9
 # AdamW, linear warmup then cosine decay
 learning_rate = 3e-4
 max_iters = 1_000_000
@@ -131,7 +137,9 @@ if master:
     print(f"{world_size} rank(s) x {accum_steps} micro-batches x {batch_size} x {block_size} "
           f"= {tokens_per_iter:,} tokens per step")
 
-# --- data: random contiguous windows of one concatenated token stream -------------------------
+# --- data: windows of one concatenated token stream, at random offsets or as shuffled blocks ----
+if data_layout not in ('random', 'blocks'):
+    raise SystemExit(f"data_layout={data_layout!r} is not one of 'random', 'blocks'")
 prepare_cmd = 'prepare_owt.py' if 'owt' in data_dir or 'openwebtext' in data_dir else 'prepare_tinystories.py'
 for split in ('train', 'val'):
     if not os.path.isfile(os.path.join(data_dir, f'{split}.bin')):
@@ -142,6 +150,9 @@ meta = json.load(open(meta_path)) if os.path.isfile(meta_path) else {}
 if meta.get('vocab_size', vocab_size) > vocab_size:
     raise SystemExit(f"{data_dir} has a vocabulary of {meta['vocab_size']} tokens but "
                      f"vocab_size={vocab_size}: set --vocab_size={meta['vocab_size']}")
+if mask_eot_targets and 'eot_token' not in meta:
+    raise SystemExit(f"mask_eot_targets needs the end-of-text id from {meta_path}: prepare the data "
+                     f"with `python prepare_owt.py` or set --mask_eot_targets=False")
 
 
 def tokenizer_reference():
@@ -156,16 +167,32 @@ def tokenizer_reference():
 
 
 def windows(split, ix):
+    """Inputs and targets of windows ix (block numbers in the 'blocks' layout). A block predicts its
+    own tokens 2..T, as HF's shifted loss does: its last target is -1, ignored by the loss."""
     data = np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r')
-    x = torch.stack([torch.from_numpy(data[i:i + block_size].astype(np.int64)) for i in ix])
-    y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + block_size].astype(np.int64)) for i in ix])
+    starts = [int(i) * block_size for i in ix] if data_layout == 'blocks' else [int(i) for i in ix]
+    x = torch.stack([torch.from_numpy(data[i:i + block_size].astype(np.int64)) for i in starts])
+    if data_layout == 'blocks':
+        y = torch.cat([x[:, 1:], torch.full((len(starts), 1), -1)], dim=1)
+    else:
+        y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + block_size].astype(np.int64)) for i in starts])
+    if mask_eot_targets:
+        y[y == meta['eot_token']] = -1
     if device_type == 'cuda':
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
     return x, y
 
 
 def num_windows(split):
-    return len(np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r')) - block_size
+    n = len(np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r'))
+    return n // block_size if data_layout == 'blocks' else n - block_size
+
+
+@functools.lru_cache(maxsize=1)
+def block_order(epoch):
+    """The 'blocks' layout visits every training block once per epoch, in an order fixed by seed and
+    epoch alone, so a resumed run recomputes it."""
+    return torch.randperm(num_windows('train'), generator=torch.Generator().manual_seed(seed + epoch))
 
 
 # Every rank draws the same global batch from the same generator and keeps its own slice, so ranks
@@ -174,10 +201,17 @@ sampler = torch.Generator().manual_seed(seed)
 sampler_state = sampler.get_state()  # before the pending step's draw: where a resume starts reading
 
 
-def get_step_batches():
+def get_step_batches(it):
+    """The micro-batches of step it for this rank."""
     global sampler_state
     sampler_state = sampler.get_state()
-    ix = torch.randint(num_windows('train'), (gradient_accumulation_steps * batch_size,), generator=sampler)
+    n = gradient_accumulation_steps * batch_size
+    if data_layout == 'blocks':  # the step's n blocks continue the epoch-by-epoch order
+        k = torch.arange(it * n, (it + 1) * n).tolist()
+        blocks = num_windows('train')
+        ix = torch.stack([block_order(i // blocks)[i % blocks] for i in k])
+    else:
+        ix = torch.randint(num_windows('train'), (n,), generator=sampler)
     mine = ix.view(world_size, accum_steps, batch_size)[rank]
     return [windows('train', micro) for micro in mine]
 
@@ -204,7 +238,8 @@ def get_gate(it):
 # --- model, optimizer, resume ---------------------------------------------------------------------
 model_args = dict(arch=arch, block_size=block_size, vocab_size=vocab_size, n_layer=n_layer,
                   n_head=n_head, n_embd=n_embd, norm=norm, taper=taper, aux_loss=aux_loss,
-                  aux_weight=aux_weight, ema_rate=ema_rate, fakeln=fakeln)
+                  aux_weight=aux_weight, ema_rate=ema_rate, dropout=dropout, fakeln=fakeln,
+                  fakeln_momentum=fakeln_momentum)
 ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 log_path = os.path.join(out_dir, 'log.jsonl')
 iter_num = 0
@@ -220,7 +255,8 @@ elif init_from == 'resume':
     iter_num = checkpoint['iter_num']
 else:
     model = GPT.from_pretrained(init_from, taper=taper, aux_loss=aux_loss, aux_weight=aux_weight,
-                                ema_rate=ema_rate, fakeln=fakeln)
+                                ema_rate=ema_rate, dropout=dropout, fakeln=fakeln,
+                                fakeln_momentum=fakeln_momentum)
     if block_size > model.config.block_size:
         raise SystemExit(f"block_size={block_size} exceeds {init_from}'s context of "
                          f"{model.config.block_size}")
@@ -356,31 +392,31 @@ if wandb_log and master:
     wandb.init(project=wandb_project, name=wandb_run_name, config=config)
 
 def fakeln_schedule():
-    """(removal step, FakeLN layer, name) for every LayerNorm, in Baroni et al.'s order."""
+    """(removal step, FakeLN layer, path, name) for every LayerNorm, in Baroni et al.'s order."""
     schedule = []
     for kind, (start, gap) in enumerate(zip(fakeln_start[:3], fakeln_gap)):
         for i, block in enumerate(raw_model.transformer.h):
-            norm, name = [(block.ln_2, 'ln_2'), (block.ln_1, 'ln_1 (Q/K)'), (block.ln_1v, 'ln_1 (V)')][kind]
-            schedule.append((start + i * gap, norm, f"h.{i}.{name}"))
-    return schedule + [(fakeln_start[3], raw_model.transformer.ln_f, 'ln_f')]
+            norm, path, name = [(block.ln_2, 0, 'ln_2'), (block.ln_1, 0, 'ln_1 (Q/K)'),
+                                (block.ln_1, 1, 'ln_1 (V)')][kind]
+            schedule.append((start + i * gap, norm, path, f"h.{i}.{name}"))
+    return schedule + [(fakeln_start[3], raw_model.transformer.ln_f, 0, 'ln_f')]
 
 
 removals = fakeln_schedule() if fakeln else []
 
 # --- the loop ------------------------------------------------------------------------------------
-batches = get_step_batches()
+batches = get_step_batches(iter_num)
 t0, last_log_iter = time.time(), iter_num
 while True:
     if needs_start and iter_num >= taper_start and not raw_model.started:
         raw_model.start_taper()  # once: c, gammatilde and s_tgt from the statistics of g = 1
     gate = get_gate(iter_num) if taper != 'none' else 1.0
     raw_model.set_gate(gate)
-    for step, norm, name in removals:
-        if iter_num >= step and not norm.removed:  # sigma_avg frozen from the EMA of its real sigma
-            norm.remove(iter_num)
+    for step, norm, path, name in removals:
+        if iter_num >= step and not norm.removed[path]:  # sigma_avg frozen from the EMA of its real sigma
+            norm.remove(iter_num, path)
             if master:
-                print(f"iter {iter_num}: removed {name}, sigma_avg {norm.sigma_avg.item():.4g}")
-    raw_model.eot_keeps_sigma = fakeln and iter_num < fakeln_eot_end
+                print(f"iter {iter_num}: removed {name}, sigma_avg {norm.sigma_avg[path].item():.4g}")
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
         group['lr'] = lr
@@ -409,7 +445,7 @@ while True:
             _, loss, stats = model(X, Y, return_stats=True)
         (loss / accum_steps).backward()
         sums += torch.stack([stats['ce'], stats['aux'], stats['logit_norm'], stats['prelogit_scale']])
-    batches = get_step_batches()  # the next step's data, drawn while the device works
+    batches = get_step_batches(iter_num + 1)  # the next step's data, drawn while the device works
     logging = iter_num % log_interval == 0
     grads = grad_norms_by_type() if logging else {}
     total_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip if grad_clip > 0 else math.inf)
@@ -429,7 +465,7 @@ while True:
                  prelogit_scale=prelogit_scale, grad_norm=whole(total_norm).item(), **grads,
                  c=torch.stack(cs).tolist() if cs else [],  # one device read for all layers
                  s_tgt=raw_model.s_tgt.item(),
-                 removed=sum(m.removed for m in raw_model.fakelns()),
+                 removed=sum(sum(m.removed) for m in raw_model.fakelns()),
                  tok_per_s=tokens_per_iter / dt,
                  mfu=raw_model.estimate_mfu(accum_steps * batch_size, dt, peak_flops)))
     iter_num += 1
