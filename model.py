@@ -562,6 +562,14 @@ class GPT(nn.Module):
                 x = block(x, rope, input_pos, mask)
         return x
 
+    def prelogit_scale(self, h):
+        """s(h) of the pre-logit stream h, (B, T): ln_f's r(h) or sigma_h (Sec. 3.5). A folded All-Taper
+        or FakeLN model has no ln_f left; a plain norm of its kind gives the same statistic."""
+        norm = self.transformer.ln_f
+        if isinstance(norm, nn.Identity):
+            norm = (RMSNorm if self.config.norm == 'rmsnorm' else LayerNorm)(1, eps=self.config.norm_eps)
+        return norm.scale(h).squeeze(-1)
+
     @contextmanager
     def recomputing(self):
         """Activation checkpointing runs a block's forward again in backward: FakeLN's sigma EMA, which
@@ -589,7 +597,7 @@ class GPT(nn.Module):
         aux = torch.zeros((), device=idx.device)
         s = None
         if self.config.aux_loss != 'none' or return_stats:
-            s = self.transformer.ln_f.scale(h).squeeze(-1)  # s(h) of the pre-logit stream, (B, T)
+            s = self.prelogit_scale(h)
         if self.config.aux_loss == 'fixed':
             if self.started:
                 aux = fixed_target_loss(s, self.s_tgt, self.config.aux_weight)

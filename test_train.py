@@ -385,7 +385,8 @@ def test_evaluate_script_prints_table3(finetuned, owt_dir):
     for key in ('owt', 'pile', 'pile_filtered'):
         assert 5 < a[key] < 12 and a[key] == pytest.approx(b[key], abs=1e-4)
     # an All-TaperLN model exports to transformers; score its chunks there as Baroni's code does
-    ours = json.loads(run('evaluate.py', f'--out_dir={finetuned / "alltaper"}', *common).stdout.strip().splitlines()[-1])
+    ours, ours_folded = (json.loads(run('evaluate.py', f'--out_dir={finetuned / "alltaper"}', *common, *ckpt)
+                                    .stdout.strip().splitlines()[-1]) for ckpt in ([], ['--ckpt=ckpt_folded.pt']))
     model = GPT.from_checkpoint(str(finetuned / 'alltaper' / 'ckpt.pt'))
     export_hf(model, finetuned / 'alltaper-hf')
     hf = GPT2LMHeadModel.from_pretrained(finetuned / 'alltaper-hf').eval()
@@ -395,6 +396,7 @@ def test_evaluate_script_prints_table3(finetuned, owt_dir):
         with torch.no_grad():
             reference = hf(chunks.view(2, T), labels=chunks.view(2, T)).loss.item()
         assert ours[key] == pytest.approx(reference, rel=1e-5)
+        assert ours_folded[key] == pytest.approx(reference, rel=1e-5)  # no ln_f left, no error either
 
 
 def test_finetune_configs_follow_baronis_released_runs():
