@@ -654,16 +654,17 @@ def test_fakeln_gpt2_has_gpt2s_parameters_and_its_ema_follows_every_forward(hf_g
 
 
 def fakeln_removed(hf_dir, remove=(('ln_2', 0), ('ln_1', 0), ('ln_1', 1), ('ln_f', 0))):
-    """A FakeLN GPT-2 from HF weights with the named (LayerNorm, path) removed after a few steps."""
+    """A FakeLN GPT-2 from HF weights with the named (LayerNorm, path) removed in turn, a few training
+    forwards apart, so that ln_1's two paths freeze different sigma_avg."""
     torch.manual_seed(0)
     model = GPT.from_pretrained(hf_dir, fakeln=True, aux_loss='baroni').train()
-    for _ in range(3):
-        idx = torch.randint(0, 97, (2, 16))
-        model(idx, idx)
-    for name, path in remove:
-        for norm in ([model.transformer.ln_f] if name == 'ln_f' else
+    for step, (name, path) in enumerate([(None, None)] + list(remove)):
+        for norm in ([] if name is None else [model.transformer.ln_f] if name == 'ln_f' else
                      [getattr(block, name) for block in model.transformer.h]):
-            norm.remove(step=0, path=path)
+            norm.remove(step=step, path=path)
+        for _ in range(2):
+            idx = torch.randint(0, 97, (2, 16))
+            model(idx, idx)
     return model.eval()
 
 
@@ -712,6 +713,7 @@ def test_fakeln_model_folds_and_exports_like_all_taperln(hf_gpt2_dir, tmp_path):
     from transformers import GPT2LMHeadModel
     from fold import export_hf, fold_model, max_logit_diff
     model = fakeln_removed(hf_gpt2_dir)
+    assert all(abs(b.ln_1.sigma_avg[0] - b.ln_1.sigma_avg[1]) > 1e-4 * b.ln_1.sigma_avg[0] for b in model.transformer.h)
     folded = fold_model(model)
     assert max_logit_diff(model, folded) < 1e-5 and folded.fakelns() == []
     export_hf(model, tmp_path)
