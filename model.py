@@ -62,6 +62,9 @@ class GPTConfig:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
         if self.fakeln and (self.norm != 'layernorm' or self.taper != 'none'):
             raise ValueError("fakeln replaces LayerNorms: it needs norm='layernorm' and taper='none'")
+        for key in ('dropout', 'fakeln_momentum'):
+            if not 0.0 <= getattr(self, key) < 1.0:
+                raise ValueError(f"{key}={getattr(self, key)} must lie in [0, 1)")
 
     @property
     def final_norm_removed(self):

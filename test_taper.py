@@ -3,6 +3,8 @@ Numerical checks of the paper's claims, run against the code in this repository.
 Each test names the equation, proposition or equivalence it checks. Run: python -m pytest
 """
 
+from dataclasses import asdict
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -679,6 +681,17 @@ def test_fakeln_gpt2_is_gpt2_before_removal_and_removes_qk_and_v_paths_apart(hf_
         qk = fakeln_removed(hf_gpt2_dir, (('ln_1', 0),))(idx)[0]
         v = fakeln_removed(hf_gpt2_dir, (('ln_1', 1),))(idx)[0]
     assert (qk - v).abs().max() > 1e-3
+
+
+def test_fakeln_checkpoint_of_the_old_layout_is_refused_in_one_sentence():
+    """A FakeLN checkpoint with a separate ln_1v module (before ln_1 was shared) does not load; the
+    error says so in one sentence."""
+    model = GPT(tiny_config(arch='gpt2', norm='layernorm', fakeln=True))
+    state = model.state_dict()
+    state['transformer.h.0.ln_1v.weight'] = state['transformer.h.0.ln_1.weight']
+    with pytest.raises(ValueError, match='older layout') as error:
+        GPT.from_checkpoint(dict(model=state, model_args=asdict(model.config)))
+    assert '\n' not in str(error.value)
 
 
 def test_dropout_is_hf_gpt2s_in_training_and_off_in_eval(hf_gpt2_dir):
