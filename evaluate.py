@@ -6,10 +6,12 @@ Cross-entropy of a GPT-2 model on the paper's three evaluation sets, printed bes
     python evaluate.py --init_from=gpt2                       # HF GPT-2 as published
 
 The sets are token files prepare_owt.py writes into data_dir: OWT validation (val.bin), The Pile
-(pile.bin) and The Pile-filtered (pile_filtered.bin). Each is cut into consecutive 1024-token chunks;
-a chunk predicts its tokens 2..1024 from the ones before, and the score is the mean cross-entropy over
-all those predictions. A tapered model is evaluated at g = 0, as in the paper. The last line printed
-is one JSON object for scripts.
+(pile.bin) and The Pile-filtered (pile_filtered.bin). As in Baroni et al.'s evaluation code, which the
+paper reuses: each set is cut into consecutive 1024-token chunks, a chunk predicts its tokens 2..1024
+from the ones before (end-of-text targets included), chunks go 8 to a batch and a last batch with
+fewer is left out, the model runs in float32, and the score is the mean cross-entropy over all those
+predictions. A tapered model is evaluated at g = 0, as in the paper. The last line printed is one
+JSON object for scripts.
 """
 
 import json
@@ -28,11 +30,11 @@ init_from = 'resume'      # 'resume' (out_dir/ckpt) | an HF GPT-2 name ('gpt2', 
 out_dir = 'out'
 ckpt = 'ckpt.pt'          # or 'ckpt_folded.pt', written by fold.py
 data_dir = 'data/openwebtext'
-batch_size = 8            # chunks per forward pass
-max_chunks = 0            # per set; 0 evaluates every chunk
+batch_size = 8            # chunks per forward pass; a last, smaller batch is left out
+max_chunks = 0            # per set, before that; 0 evaluates every chunk
 label = ''                # the protocol name in the table; '' derives it from the model's config
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
-dtype = 'bfloat16'        # on CUDA; the CPU runs float32
+dtype = 'float32'         # Baroni's evaluation; 'bfloat16' autocasts on CUDA (moves the third decimal)
 # -----------------------------------------------------------------------------
 from configurator import configure_globals  # noqa: E402
 
@@ -87,25 +89,28 @@ def mean_ce(model, path, chunk_len, name):
     n_chunks = os.path.getsize(path) // 2 // chunk_len
     if max_chunks:
         n_chunks = min(n_chunks, max_chunks)
+    n_chunks -= n_chunks % batch_size  # Baroni's evaluation skips a last batch of fewer chunks
     if n_chunks == 0:
-        raise SystemExit(f"{path} holds fewer than {chunk_len} tokens: rerun python prepare_owt.py")
+        raise SystemExit(f"{path} holds fewer than {batch_size} chunks of {chunk_len} tokens: rerun "
+                         f"python prepare_owt.py, or lower --batch_size")
     data = np.memmap(path, dtype=np.uint16, mode='r')
     use_bf16 = device.startswith('cuda') and dtype == 'bfloat16'
     ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()
     total = torch.zeros((), dtype=torch.float64, device=device)  # summed on device: no sync per batch
     for start in tqdm(range(0, n_chunks, batch_size), desc=name):
-        stop = min(start + batch_size, n_chunks)
-        chunks = torch.from_numpy(data[start * chunk_len:stop * chunk_len].astype(np.int64))
-        chunks = chunks.view(stop - start, chunk_len).to(device)
+        chunks = torch.from_numpy(data[start * chunk_len:(start + batch_size) * chunk_len].astype(np.int64))
+        chunks = chunks.view(batch_size, chunk_len).to(device)
         x, y = chunks[:, :-1], chunks[:, 1:]
         with ctx:
             _, _, stats = model(x, y, return_stats=True)
-        total += stats['ce'] * (stop - start)  # every chunk has as many predictions: weight by count
-    return (total / n_chunks).item(), n_chunks
+        total += stats['ce']  # full batches of as many predictions each: the mean of the batch means
+    return (total * batch_size / n_chunks).item(), n_chunks
 
 
 if device.startswith('cuda') and not torch.cuda.is_available():
     raise SystemExit("CUDA is not available on this machine: run with --device=cpu")
+if dtype not in ('float32', 'bfloat16'):
+    raise SystemExit(f"dtype={dtype!r} is not supported: use 'float32' or 'bfloat16'")
 present = [(key, name, f"{data_dir}/{file}") for key, name, file in SETS
            if os.path.isfile(f"{data_dir}/{file}")]
 if not present:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from diagnose import train_counts
-from model import GPT, HF_CONV1D, LayerNorm, load_checkpoint
+from model import GPT, HF_CONV1D, FakeLN, LayerNorm, load_checkpoint
 
 
 # --- the algebra, one identity per function ----------------------------------------------------------
@@ -43,23 +43,24 @@ def fold_centering(linear):
     linear.weight -= linear.weight.mean(dim=1, keepdim=True)
 
 
-def fold_norm(norm, linears):
+def fold_norm(norm, linears, path=0):
     """A norm that is a fixed map, followed by linear layers, becomes those linear layers alone.
     y = (h - mu) D_s + beta with s = norm.fixed_scale() (c gammatilde for a tapered norm at g = 0,
-    gamma / sigma_avg for a removed FakeLN): beta first (it meets the original W), then the scaling,
-    then the centering (LayerNorm kinds only)."""
+    gamma / sigma_avg of the given path for a removed FakeLN): beta first (it meets the original W),
+    then the scaling, then the centering (LayerNorm kinds only)."""
     centered = isinstance(norm, LayerNorm)
+    scale = norm.fixed_scale(path) if isinstance(norm, FakeLN) else norm.fixed_scale()
     for linear in linears:
         if centered and norm.bias is not None:
             fold_bias(linear, norm.bias)
-        fold_scale(linear, norm.fixed_scale())
+        fold_scale(linear, scale)
         if centered:
             fold_centering(linear)
 
 
 def rows(linear, start, stop):
     """Output rows start:stop of a linear layer, as a layer of their own: views, so folding into them
-    folds into the original. FakeLN's ln_1 feeds the Q/K rows and its V-path copy the V rows."""
+    folds into the original. FakeLN's ln_1 feeds the Q/K rows and the V rows with a sigma_avg each."""
     return SimpleNamespace(weight=linear.weight[start:stop],
                            bias=None if linear.bias is None else linear.bias[start:stop])
 
@@ -79,7 +80,7 @@ def fold_model(model):
     if cfg.taper != 'none' and (not model.started or model.gate.item() != 0.0):
         raise ValueError(f"the gate is {model.gate.item():g}, not 0: only a model at the end of its "
                          f"taper (iter >= taper_end) is a fixed map that folds")
-    if cfg.fakeln and (not all(m.removed for m in model.fakelns()) or model.eot_keeps_sigma):
+    if cfg.fakeln and not all(all(m.removed) for m in model.fakelns()):
         raise ValueError("not every FakeLN layer is removed yet: fold a checkpoint from the end of "
                          "the removal schedule")
     dtype = model.lm_head.weight.dtype
@@ -93,7 +94,7 @@ def fold_model(model):
     for src, dst in zip(source.transformer.h, folded.transformer.h):
         if cfg.fakeln:
             fold_norm(src.ln_1, [rows(dst.attn.c_attn, 0, 2 * d)])
-            fold_norm(src.ln_1v, [rows(dst.attn.c_attn, 2 * d, 3 * d)])
+            fold_norm(src.ln_1, [rows(dst.attn.c_attn, 2 * d, 3 * d)], path=1)
         else:
             fold_norm(src.ln_1, [dst.attn.c_attn])
         fold_norm(src.ln_2, mlp_inputs(dst.mlp))

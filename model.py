@@ -12,6 +12,7 @@ Token vectors h are rows, as in the paper; nn.Linear stores W as (out, in), so x
 
 import math
 import os
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -38,8 +39,11 @@ class GPTConfig:
     aux_weight: float = 0.1      # lambda
     eot_token: int = -1          # end-of-text id, excluded from the Baroni target (-1: none)
     rope_theta: float = 10000.0
+    dropout: float = 0.0         # HF GPT-2's placement: embeddings, attention probabilities and
+                                 # the residual outputs of attention and MLP; training mode only
     fakeln: bool = False         # Baroni et al.'s protocol: every LayerNorm is a FakeLN, removed on
-                                 # a schedule; ln_1 has a second copy for the V path
+                                 # a schedule; ln_1 is removed on its Q/K and V paths apart
+    fakeln_momentum: float = 0.9  # weight on the old value of FakeLN's sigma EMA, per forward
     folded: bool = False         # fold.py's output: removed norms are identities, their fixed maps
                                  # live in the next linear layers (and an untied head when ln_f was)
 
@@ -58,6 +62,9 @@ class GPTConfig:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
         if self.fakeln and (self.norm != 'layernorm' or self.taper != 'none'):
             raise ValueError("fakeln replaces LayerNorms: it needs norm='layernorm' and taper='none'")
+        for key in ('dropout', 'fakeln_momentum'):
+            if not 0.0 <= getattr(self, key) < 1.0:
+                raise ValueError(f"{key}={getattr(self, key)} must lie in [0, 1)")
 
     @property
     def final_norm_removed(self):
@@ -117,9 +124,10 @@ class LayerNorm(nn.Module):
 class EMA(nn.Module):
     """
     s <- (1 - mu) s + mu x, s(0) = 0, read with bias correction s / (1 - (1 - mu)^n) (App. A.5).
-    x is the batch mean of one optimizer step: forwards observe() their micro-batch mean, and
-    GPT.step_emas() averages those (over ranks too) and moves the EMA once, so mu means the same
-    under any gradient accumulation or number of GPUs.
+    For calibration and s_tgt, x is the batch mean of one optimizer step: forwards observe() their
+    micro-batch mean, and GPT.step_emas() averages those (over ranks too) and moves the EMA once, so
+    mu means the same under any gradient accumulation or number of GPUs. FakeLN instead steps its
+    sigma EMA on every forward, as Baroni et al.'s runs did.
     """
 
     def __init__(self, rate):
@@ -215,40 +223,48 @@ class TaperLN(Taper, LayerNorm):
 class FakeLN(LayerNorm):
     """
     Baroni et al.'s LayerNorm removal, run here as the comparison protocol. A real LayerNorm until
-    remove(); from then on FakeLN(h) = (h - mu_h) / sigma_avg D_gamma + beta, with sigma_avg the
-    bias-corrected EMA (momentum 0.9) of the batch-mean token sigma_h while the layer was real,
-    frozen at removal. Positions in keep_own (end-of-text tokens, set by GPT) keep their own sigma_h
-    until the schedule ends that too.
+    removed; from then on FakeLN(h) = (h - mu_h) / sigma_avg D_gamma + beta, with sigma_avg a scalar
+    frozen at removal. Until then every training forward moves an EMA of the batch-mean sigma_h over
+    all positions, with weight `momentum` on the old value (Baroni's live EMA, bias-corrected here).
+    paths: how many consumers remove this layer at different steps. ln_1 has two, the Q/K path (0)
+    and the V path (1): one gamma and beta, one sigma EMA, a frozen sigma_avg per path; forward then
+    returns one output per path.
     """
 
-    def __init__(self, ndim, eps=1e-5, bias=True):
+    def __init__(self, ndim, eps=1e-5, bias=True, momentum=0.9, paths=1):
         super().__init__(ndim, eps=eps, bias=bias)
-        self.sigma_ema = EMA(0.1)
-        self.register_buffer('sigma_avg', torch.zeros(()))
-        self.register_buffer('removed_at', torch.tensor(-1))  # the training step of removal
-        self.removed = False  # Python copy of removed_at >= 0, read every step without a sync
-        self.keep_own = None  # (B, T) bool: positions normalized by their own sigma after removal
+        self.sigma_ema = EMA(1.0 - momentum)
+        self.register_buffer('sigma_avg', torch.zeros(paths))
+        self.register_buffer('removed_at', torch.full((paths,), -1))  # the training step of removal
+        self.removed = [False] * paths  # Python copy of removed_at >= 0, read without a device sync
+        self.tracking = True  # False while activation checkpointing recomputes a forward
 
     def forward(self, h):
-        if not self.removed:
-            if self.training:  # sigma_avg is averaged over ordinary positions, as Baroni's sigma_hat
-                sigma = self.scale(h).squeeze(-1)
-                self.sigma_ema.observe(sigma.mean() if self.keep_own is None else sigma[~self.keep_own].mean())
-            return super().forward(h)
-        y = self.affine(self.center(h), self.fixed_scale())
-        if self.keep_own is not None:
-            y = torch.where(self.keep_own.unsqueeze(-1), super().forward(h), y)
-        return y
-
-    def fixed_scale(self):
-        """The per-feature scaling of the removed layer, gamma / sigma_avg; fold.py folds it away."""
-        return self.weight / self.sigma_avg
+        if self.training and self.tracking and not all(self.removed):
+            self.track(h)
+        real = None if all(self.removed) else super().forward(h)
+        ys = [self.affine(self.center(h), self.fixed_scale(p)) if removed else real
+              for p, removed in enumerate(self.removed)]
+        return ys[0] if len(ys) == 1 else tuple(ys)
 
     @torch.no_grad()
-    def remove(self, step):
-        self.sigma_avg.copy_(self.sigma_ema.corrected())
-        self.removed_at.fill_(step)
-        self.removed = True
+    def track(self, h):
+        self.sigma_ema.step(self.scale(h).mean())
+
+    def fixed_scale(self, path=0):
+        """The per-feature scaling of a removed path, gamma / sigma_avg; fold.py folds it away."""
+        return self.weight / self.sigma_avg[path]
+
+    @torch.no_grad()
+    def remove(self, step, path=0):
+        """Freeze sigma_avg for one path; under DDP the ranks' EMAs are averaged, so all agree."""
+        sigma = self.sigma_ema.corrected()
+        if dist.is_available() and dist.is_initialized():
+            dist.all_reduce(sigma)  # gloo has no AVG
+            sigma /= dist.get_world_size()
+        self.sigma_avg[path] = sigma
+        self.removed_at[path] = step
+        self.removed[path] = True
 
 
 def fixed_target_loss(s, s_tgt, weight):
@@ -330,6 +346,7 @@ class CausalSelfAttention(nn.Module):
         self.n_embd = config.n_embd
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=bias)  # the QKV projection
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=bias)
+        self.dropout = config.dropout
         self.kv_cache = None
 
     def forward(self, x, rope=None, input_pos=None, mask=None, x_v=None):
@@ -347,12 +364,13 @@ class CausalSelfAttention(nn.Module):
             q = (q * cos + rotate_half(q) * sin).to(v.dtype)
             k = (k * cos + rotate_half(k) * sin).to(v.dtype)
         if input_pos is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            p = self.dropout if self.training else 0.0  # on the attention probabilities, as HF GPT-2
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
         else:
             k, v = self.kv_cache.update(input_pos, k, v)                   # (B, nh, S, hs)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # mask: (T, S)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.c_proj(y)
+        return F.dropout(self.c_proj(y), self.dropout, self.training)
 
 
 class MLP(nn.Module):
@@ -362,9 +380,10 @@ class MLP(nn.Module):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+        self.dropout = config.dropout
 
     def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate='tanh'))
+        return F.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate='tanh')), self.dropout, self.training)
 
 
 class SwiGLU(nn.Module):
@@ -376,18 +395,19 @@ class SwiGLU(nn.Module):
         self.w1 = nn.Linear(config.n_embd, hidden, bias=False)
         self.w3 = nn.Linear(config.n_embd, hidden, bias=False)
         self.w2 = nn.Linear(hidden, config.n_embd, bias=False)
+        self.dropout = config.dropout
 
     def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return F.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)), self.dropout, self.training)
 
 
-def make_norm(config, tapered, gate):
+def make_norm(config, tapered, gate, paths=1):
     plain = RMSNorm if config.norm == 'rmsnorm' else LayerNorm
     kwargs = dict(eps=config.norm_eps, bias=config.norm_bias)
     if (tapered or config.fakeln) and config.folded:
         return nn.Identity()
     if config.fakeln:
-        return FakeLN(config.n_embd, **kwargs)
+        return FakeLN(config.n_embd, momentum=config.fakeln_momentum, paths=paths, **kwargs)
     if not tapered:
         return plain(config.n_embd, **kwargs)
     taper = TaperNorm if config.norm == 'rmsnorm' else TaperLN
@@ -400,15 +420,15 @@ class Block(nn.Module):
     def __init__(self, config, gate):
         super().__init__()
         internal = config.taper in ('internal', 'all')
-        self.ln_1 = make_norm(config, internal, gate)
-        self.ln_1v = make_norm(config, internal, gate) if config.fakeln else None  # the V path's ln_1
+        self.split_v = config.fakeln and not config.folded  # ln_1 gives the Q/K and V paths apart
+        self.ln_1 = make_norm(config, internal, gate, paths=2 if self.split_v else 1)
         self.attn = CausalSelfAttention(config)
         self.ln_2 = make_norm(config, internal, gate)
         self.mlp = SwiGLU(config) if config.arch == 'llama' else MLP(config)
 
     def forward(self, x, rope=None, input_pos=None, mask=None):
-        x_v = None if self.ln_1v is None else self.ln_1v(x)
-        x = x + self.attn(self.ln_1(x), rope, input_pos, mask, x_v)
+        x_qk, x_v = self.ln_1(x) if self.split_v else (self.ln_1(x), None)
+        x = x + self.attn(x_qk, rope, input_pos, mask, x_v)
         x = x + self.mlp(self.ln_2(x))
         return x
 
@@ -447,7 +467,6 @@ class GPT(nn.Module):
             self.transformer.wte.weight = self.lm_head.weight  # tied head
         self.causal_mask = None
         self.started = False  # Python copy of taper_started, read every step without a device sync
-        self.eot_keeps_sigma = False  # FakeLN: end-of-text positions still use their own sigma
         self.grad_checkpoint = False  # recompute each block in backward: less memory for GPT-2 XL
         self.apply(self._init_weights)
         for name, p in self.named_parameters():  # GPT-2's scaled init of the residual projections
@@ -511,15 +530,15 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def step_emas(self):
-        """Call once per optimizer step: moves every EMA still gathering (calibration and s_tgt while
-        g = 1, sigma_avg of FakeLN layers not yet removed) by the mean of the step's micro-batches,
-        averaged over DDP ranks. A mean, so activation checkpointing's recomputed forwards, which
-        observe the same values again, change nothing."""
-        emas = [m.sigma_ema for m in self.fakelns() if not m.removed]
-        if not self.started:
-            emas += [e for m in self.tapered_norms() for e in (m.ema_num, m.ema_den)]
-            if self.config.aux_loss == 'fixed':
-                emas.append(self.s_ema)
+        """Call once per optimizer step: moves every calibration EMA and s_tgt's while g = 1 by the
+        mean of the step's micro-batches, averaged over DDP ranks. A mean, so activation
+        checkpointing's recomputed forwards, which observe the same values again, change nothing.
+        (FakeLN's sigma EMA moves in every forward instead.)"""
+        if self.started:
+            return
+        emas = [e for m in self.tapered_norms() for e in (m.ema_num, m.ema_den)]
+        if self.config.aux_loss == 'fixed':
+            emas.append(self.s_ema)
         if not emas:
             return
         x = torch.stack([e.pending_mean() for e in emas])
@@ -536,7 +555,7 @@ class GPT(nn.Module):
             m.calibrating = not self.started
             m.normalizing = g > 0.0
         for m in self.fakelns():
-            m.removed = m.removed_at.item() >= 0
+            m.removed = (m.removed_at >= 0).tolist()
 
     # --- forward ---------------------------------------------------------------------------
 
@@ -553,16 +572,35 @@ class GPT(nn.Module):
             x = x + self.transformer.wpe(pos)
         else:
             rope = (self.rope_cos[pos], self.rope_sin[pos])
-        if self.config.fakeln:
-            keep_own = (idx == self.config.eot_token) if self.eot_keeps_sigma else None
-            for m in self.fakelns():
-                m.keep_own = keep_own
+        x = F.dropout(x, self.config.dropout, self.training)
         for block in self.transformer.h:
             if self.grad_checkpoint and self.training:
-                x = torch.utils.checkpoint.checkpoint(block, x, rope, input_pos, mask, use_reentrant=False)
+                x = torch.utils.checkpoint.checkpoint(block, x, rope, input_pos, mask, use_reentrant=False,
+                                                      context_fn=lambda: (nullcontext(), self.recomputing()))
             else:
                 x = block(x, rope, input_pos, mask)
         return x
+
+    def prelogit_scale(self, h):
+        """s(h) of the pre-logit stream h, (B, T): ln_f's r(h) or sigma_h (Sec. 3.5). A folded All-Taper
+        or FakeLN model has no ln_f left; a plain norm of its kind gives the same statistic."""
+        norm = self.transformer.ln_f
+        if isinstance(norm, nn.Identity):
+            norm = (RMSNorm if self.config.norm == 'rmsnorm' else LayerNorm)(1, eps=self.config.norm_eps)
+        return norm.scale(h).squeeze(-1)
+
+    @contextmanager
+    def recomputing(self):
+        """Activation checkpointing runs a block's forward again in backward: FakeLN's sigma EMA, which
+        moves once per forward, must not count it twice. (The recompute replays the forward's RNG, so
+        dropout masks match.)"""
+        for m in self.fakelns():
+            m.tracking = False
+        try:
+            yield
+        finally:
+            for m in self.fakelns():
+                m.tracking = True
 
     def forward(self, idx, targets=None, return_stats=False):
         """
@@ -578,7 +616,7 @@ class GPT(nn.Module):
         aux = torch.zeros((), device=idx.device)
         s = None
         if self.config.aux_loss != 'none' or return_stats:
-            s = self.transformer.ln_f.scale(h).squeeze(-1)  # s(h) of the pre-logit stream, (B, T)
+            s = self.prelogit_scale(h)
         if self.config.aux_loss == 'fixed':
             if self.started:
                 aux = fixed_target_loss(s, self.s_tgt, self.config.aux_weight)
@@ -617,7 +655,16 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
-        """Continue idx (B, T) by max_new_tokens tokens; temperature 0 is greedy decoding."""
+        """Continue idx (B, T) by max_new_tokens tokens; temperature 0 is greedy decoding. Runs in eval
+        mode (no dropout, no statistics moved) and leaves the model's mode as it was."""
+        was_training = self.training
+        self.eval()
+        try:
+            return self._generate(idx, max_new_tokens, temperature, top_k)
+        finally:
+            self.train(was_training)
+
+    def _generate(self, idx, max_new_tokens, temperature, top_k):
         B, T = idx.size()
         self.setup_cache(B, T + max_new_tokens)
         logits = self.decode(idx, torch.arange(T, device=idx.device))
@@ -657,6 +704,9 @@ class GPT(nn.Module):
         if unknown:
             raise ValueError(f"{path} was written with config fields this model.py does not know: "
                              f"{sorted(unknown)}")
+        if any('.ln_1v.' in k for k in ckpt['model']):
+            raise ValueError(f"{path} is a FakeLN model of an older layout (a separate ln_1v with its "
+                             f"own gamma and beta) that this model.py no longer builds: rerun its fine-tune")
         model = cls(GPTConfig(**args))
         try:
             model.load_state_dict(ckpt['model'])
@@ -672,7 +722,7 @@ class GPT(nn.Module):
         """
         GPT-2 weights through transformers: 'gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl', or a
         directory written by save_pretrained (sizes come from its config). overrides set the
-        non-shape fields (taper, aux_loss, aux_weight, ema_rate, ...); TaperLN takes gamma and beta
+        non-shape fields (taper, aux_loss, ema_rate, dropout, fakeln, ...); TaperLN takes gamma and beta
         from the HF LayerNorm it replaces.
         """
         from transformers import GPT2LMHeadModel
@@ -708,10 +758,6 @@ class GPT(nn.Module):
                 loaded.add(k)
             for m in model.tapered_norms():
                 m.taper_weight.copy_(m.weight)
-            if config.fakeln:  # the V path's ln_1 starts as a copy of ln_1
-                for block in model.transformer.h:
-                    block.ln_1v.load_state_dict(block.ln_1.state_dict())
-                loaded |= {k.replace('.ln_1.', '.ln_1v.') for k in loaded if '.ln_1.' in k}
         missing = {k for k, _ in model.named_parameters() if not k.endswith('taper_weight')} - loaded
         if missing:
             raise KeyError(f"{name_or_dir}: no weights for {sorted(missing)}")

@@ -3,6 +3,8 @@ Numerical checks of the paper's claims, run against the code in this repository.
 Each test names the equation, proposition or equivalence it checks. Run: python -m pytest
 """
 
+from dataclasses import asdict
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -154,41 +156,51 @@ def test_all_taper_model_at_gate_zero_computes_no_statistic(arch, norm):
 # --- 3. c from the EMAs is the least-squares optimum (eq. 4, App. A.5) ---------------------------
 
 @pytest.mark.parametrize('kind', ['rms', 'ln'])
-def test_calibrated_c_is_the_least_squares_optimum(kind):
-    """After bias correction, c = a_hat / (b_hat + delta) equals argmin_c of the EMA-weighted
-    objective sum_k w_k E_k |Norm(h) - c center(h) D_gamma|^2 on the same stream of batches
-    (w_k = mu (1 - mu)^(n - k)); a nearby c does worse."""
+def test_calibrated_c_is_eq4_with_eps_and_delta(kind):
+    """Eq. 4 (App. B for LN) with App. A.5's bias correction, written out here in float64:
+    c = a_hat / (b_hat + delta), a = E|hbar D_gamma|^2 / s(h), b = E|hbar D_gamma|^2, with
+    s(h) = sqrt(|hbar|^2 / d + eps), hbar = h (RMS) or h - mu_h (LN), and EMA weights
+    mu (1 - mu)^(n - k) normalized by 1 - (1 - mu)^n. eps and delta are large enough to matter."""
     torch.manual_seed(0)
-    mu = 0.2
-    norm = (TaperNorm if kind == 'rms' else TaperLN)(D, torch.ones(()), ema_rate=mu).double()
+    mu, eps, delta = 0.2, 0.5, 0.3
+    norm = (TaperNorm if kind == 'rms' else TaperLN)(D, torch.ones(()), ema_rate=mu, eps=eps).double()
     random_affine(norm)
     norm.train()
-    stream = [(0.5 + k) * torch.randn(6, 5, D, dtype=torch.float64) + 0.3 * k for k in range(8)]
+    stream = [(0.5 + 0.3 * k) * torch.randn(6, 5, D, dtype=torch.float64) + 0.3 * k for k in range(8)]
     for h in stream:
         norm(h)
         step_layer_emas(norm)
+    gamma = norm.weight.detach()
     n = len(stream)
-    weights = [mu * (1 - mu) ** (n - 1 - k) for k in range(n)]
-
-    def branches(h):
-        hbar = norm.center(h)
-        return (hbar / norm.scale(h) * norm.weight).reshape(-1, D), (hbar * norm.weight).reshape(-1, D)
-
-    def objective(c):
-        return sum(w * (A - c * B).pow(2).sum(-1).mean() for w, (A, B) in
-                   zip(weights, map(branches, stream)))
-
-    # closed form: weighted least squares of A on B with one scalar
-    A = torch.cat([w ** 0.5 * a / a.size(0) ** 0.5 for w, (a, _) in zip(weights, map(branches, stream))])
-    B = torch.cat([w ** 0.5 * b / b.size(0) ** 0.5 for w, (_, b) in zip(weights, map(branches, stream))])
-    c_lstsq = torch.linalg.lstsq(B.reshape(-1, 1), A.reshape(-1, 1)).solution.item()
-
-    norm.start_taper(delta=0.0)
-    c = norm.c.item()
-    assert c == pytest.approx(c_lstsq, rel=1e-10)
-    for nearby in (0.99 * c, 1.01 * c):
-        assert objective(nearby) > objective(c)
+    a = b = 0.0
+    for k, h in enumerate(stream):
+        hbar = h - h.mean(-1, keepdim=True) if kind == 'ln' else h
+        s = torch.sqrt((hbar ** 2).mean(-1) + eps)
+        energy = ((hbar * gamma) ** 2).sum(-1)
+        w = mu * (1 - mu) ** (n - 1 - k)
+        a += w * (energy / s).mean().item()
+        b += w * energy.mean().item()
+    a, b = a / (1 - (1 - mu) ** n), b / (1 - (1 - mu) ** n)
+    norm.start_taper(delta=delta)
+    assert norm.c.item() == pytest.approx(a / (b + delta), rel=1e-12)
     torch.testing.assert_close(norm.taper_weight, norm.weight, rtol=0, atol=0)  # gamma -> gammatilde
+
+
+@pytest.mark.parametrize('cls', [RMSNorm, LayerNorm, TaperNorm, TaperLN])
+def test_scale_includes_eps_as_torch_norms_do(cls):
+    """r(h) = sqrt(mean h^2 + eps) and sigma_h = sqrt(mean (h - mu)^2 + eps), the statistics of
+    F.rms_norm and F.layer_norm, on inputs so small that eps dominates them."""
+    eps = 1e-5
+    norm = (cls(D, torch.ones(()), eps=eps) if cls in (TaperNorm, TaperLN) else cls(D, eps=eps)).double()
+    h = 1e-4 * torch.randn(3, 4, D, dtype=torch.float64) + 2e-4
+    if cls in (RMSNorm, TaperNorm):
+        reference = norm.center(h) / F.rms_norm(h, (D,), None, eps)
+        torch.testing.assert_close(norm.center(h), h, rtol=0, atol=0)
+    else:
+        reference = (h - h.mean(-1, keepdim=True)) / F.layer_norm(h, (D,), None, None, eps)
+        torch.testing.assert_close(norm.center(h), h - h.mean(-1, keepdim=True), rtol=1e-12, atol=0)
+    torch.testing.assert_close(norm.scale(h).expand_as(h), reference, rtol=1e-9, atol=0)
+    assert norm.scale(h).min().item() > 0.9 * eps ** 0.5  # eps dominates: s(h) is about sqrt(eps)
 
 
 def test_ema_bias_correction():
@@ -238,23 +250,37 @@ def test_prop1_final_norm_removes_radial_gradient(cls):
 
 
 def test_prop2_without_final_norm_cross_entropy_pushes_norms_up():
-    """Prop. 2: z = h W_out, margin m > 0  =>  <grad_h l, h> = <grad_z l, z> <= -(1 - p_y) m < 0."""
+    """Prop. 2 through the model: in an All-Taper model at g = 0 the final map is linear, z = h W_out,
+    and the gradient of the model's own loss at its input h satisfies, for every token with margin
+    m = z_y - max_{j != y} z_j > 0, <grad_h l, h> <= -(1 - p_y) m < 0: the loss grows |h|."""
     torch.manual_seed(0)
-    for _ in range(20):
-        W = torch.randn(D, 11, dtype=torch.float64)
-        h = torch.randn(1, D, dtype=torch.float64, requires_grad=True)
-        z = h @ W
-        y = z.argmax(-1)  # the correct class has positive margin
-        top2 = z.detach().topk(2).values[0]
-        m = (top2[0] - top2[1]).item()
-        p_y = F.softmax(z.detach(), -1)[0, y].item()
-        (grad_h,) = torch.autograd.grad(F.cross_entropy(z, y), h)
-        radial = (grad_h * h).sum().item()
-        grad_z = F.softmax(z.detach(), -1) - F.one_hot(y, 11)
-        assert radial == pytest.approx((grad_z * z.detach()).sum().item(), rel=1e-10)
-        assert radial <= -(1 - p_y) * m + 1e-12 and -(1 - p_y) * m < 0
-        h_step = h.detach() - 1e-4 * grad_h  # a small gradient step grows |h|
-        assert h_step.norm() > h.detach().norm()
+    model = prepared('llama', 'rmsnorm', 'all', 0.0).double()
+    model.config.aux_loss = 'none'  # the cross-entropy alone, as in the proposition
+    captured = {}
+
+    def keep_input(module, args):
+        args[0].retain_grad()
+        captured['h'] = args[0]
+
+    idx = torch.randint(0, 64, (4, 16))
+    with torch.no_grad():
+        targets = model(idx)[0].argmax(-1)  # positive margins
+    model.transformer.ln_f.register_forward_pre_hook(keep_input)
+    targets[:, ::2] = torch.randint(0, 64, (4, 8))  # and some of each sign
+    logits, loss = model(idx, targets)
+    loss.backward()
+    h, grad = captured['h'].detach(), captured['h'].grad * targets.numel()  # per-token loss gradient
+    z = logits.detach()
+    z_y = z.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    others = z.scatter(-1, targets.unsqueeze(-1), float('-inf'))
+    m = z_y - others.max(-1).values
+    p_y = F.softmax(z, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    radial = (grad * h).sum(-1)
+    positive = m > 0
+    assert 0 < positive.sum() < positive.numel()
+    bound = -(1 - p_y[positive]) * m[positive]
+    assert (bound < 0).all()
+    assert (radial[positive] <= bound + 1e-10 * bound.abs()).all()
 
 
 @pytest.mark.parametrize('cls', [RMSNorm, LayerNorm])
@@ -559,45 +585,88 @@ def test_folded_all_taper_gpt2_exports_to_transformers(tmp_path):
 # --- FakeLN (Baroni et al.), the comparison protocol ------------------------------------------------
 
 def test_fakeln_is_layernorm_until_removed_then_a_fixed_map():
-    """Before removal FakeLN is LayerNorm; remove() freezes sigma_avg = the bias-corrected EMA
-    (momentum 0.9) of the per-step batch-mean sigma_h, and then FakeLN(h) = (h - mu)/sigma_avg D_gamma
-    + beta, except at positions that keep their own sigma (end-of-text, during the schedule)."""
+    """Baroni et al.'s FakeLN: a LayerNorm whose sigma EMA moves on every training forward, with
+    weight `momentum` on the old value, by the mean sigma_h over all positions (written out here,
+    bias-corrected). ln_1 has two paths, Q/K and V, with one gamma and beta: removing a path freezes
+    its own sigma_avg from the EMA at that moment, and that path becomes
+    (h - mu)/sigma_avg D_gamma + beta while the other stays LayerNorm. Eval forwards move nothing."""
     from model import FakeLN
     torch.manual_seed(0)
-    norm = random_affine(FakeLN(D).double()).train()
+    m, eps = 0.9, 1e-5
+    norm = random_affine(FakeLN(D, eps=eps, momentum=m, paths=2).double()).train()
+    assert sum(p.numel() for p in norm.parameters()) == 2 * D  # one gamma, one beta
+    layer_norm = lambda h: F.layer_norm(h, (D,), norm.weight, norm.bias, eps)
+    fixed = lambda h, sigma: (h - h.mean(-1, keepdim=True)) / sigma * norm.weight + norm.bias
     means = []
-    for k in range(4):
+
+    def sigma_ema():  # bias-corrected: sum_k (1 - m) m^(n-1-k) x_k / (1 - m^n)
+        n = len(means)
+        return sum((1 - m) * m ** (n - 1 - k) * x for k, x in enumerate(means)) / (1 - m ** n)
+
+    def forward(k):
         h = (1 + k) * torch.randn(2, 5, D, dtype=torch.float64)
-        torch.testing.assert_close(norm(h), F.layer_norm(h, (D,), norm.weight, norm.bias, norm.eps))
-        means.append(norm.scale(h).mean().item())
-        norm.sigma_ema.step()
-    norm.remove(step=7)
-    w = [0.1 * 0.9 ** (3 - k) for k in range(4)]
-    assert norm.sigma_avg.item() == pytest.approx(sum(a * b for a, b in zip(w, means)) / sum(w), rel=1e-12)
-    h = 3 * torch.randn(2, 5, D, dtype=torch.float64)
-    fixed = (h - h.mean(-1, keepdim=True)) / norm.sigma_avg * norm.weight + norm.bias
-    torch.testing.assert_close(norm(h), fixed)
-    norm.keep_own = torch.zeros(2, 5, dtype=torch.bool)
-    norm.keep_own[1, 2] = True
-    y = norm(h)
-    torch.testing.assert_close(y[1, 2], F.layer_norm(h[1, 2], (D,), norm.weight, norm.bias, norm.eps))
-    torch.testing.assert_close(y[0], fixed[0])
+        h[:, 0] *= 10  # position 0 is averaged in like any other
+        means.append(torch.sqrt(h.var(-1, unbiased=False) + eps).mean().item())
+        return h, norm(h)
+
+    for k in range(3):
+        h, (qk, v) = forward(k)
+        torch.testing.assert_close(qk, layer_norm(h))
+        torch.testing.assert_close(v, layer_norm(h))
+    n = norm.sigma_ema.n.item()
+    norm.eval()(h)
+    assert norm.sigma_ema.n.item() == n  # statistics come from training forwards only
+    norm.train()
+    norm.remove(step=3, path=0)
+    sigma_qk = sigma_ema()
+    assert norm.sigma_avg[0].item() == pytest.approx(sigma_qk, rel=1e-12)
+    for k in range(3, 5):  # the V path is still real: the EMA goes on moving
+        h, (qk, v) = forward(k)
+        torch.testing.assert_close(qk, fixed(h, sigma_qk))
+        torch.testing.assert_close(v, layer_norm(h))
+    norm.remove(step=5, path=1)
+    assert norm.sigma_avg[1].item() == pytest.approx(sigma_ema(), rel=1e-12)
+    assert norm.sigma_avg[0].item() == pytest.approx(sigma_qk, rel=1e-12)  # frozen at its removal
+    h = torch.randn(2, 5, D, dtype=torch.float64)
+    qk, v = norm(h)
+    torch.testing.assert_close(qk, fixed(h, sigma_qk))
+    torch.testing.assert_close(v, fixed(h, sigma_ema()))
 
 
-def fakeln_removed(hf_dir, remove=('ln_2', 'ln_1', 'ln_1v', 'ln_f')):
-    """A FakeLN GPT-2 from HF weights with the named LayerNorms removed after a few steps."""
+def test_fakeln_gpt2_has_gpt2s_parameters_and_its_ema_follows_every_forward(hf_gpt2_dir):
+    """A FakeLN GPT-2 has exactly GPT2LMHeadModel's parameters (ln_1's gamma and beta serve both
+    paths), and each training forward moves ln_f's sigma EMA once by the mean sigma_h of the
+    residual stream it normalizes, over every position, with the configured momentum."""
+    from transformers import GPT2LMHeadModel
+    hf = GPT2LMHeadModel.from_pretrained(hf_gpt2_dir)
+    model = GPT.from_pretrained(hf_gpt2_dir, fakeln=True, fakeln_momentum=0.8).train()
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in hf.parameters())
     torch.manual_seed(0)
-    model = GPT.from_pretrained(hf_dir, fakeln=True, aux_loss='baroni').train()
+    means = []
     for _ in range(3):
         idx = torch.randint(0, 97, (2, 16))
-        model(idx, idx)
-        model.step_emas()
-    for block in model.transformer.h:
-        for name in remove:
-            if name != 'ln_f':
-                getattr(block, name).remove(step=0)
-    if 'ln_f' in remove:
-        model.transformer.ln_f.remove(step=0)
+        with torch.no_grad():
+            h = model.eval().trunk(idx)  # eval mode moves no statistic
+            means.append(torch.sqrt(h.var(-1, unbiased=False) + 1e-5).mean().item())
+            model.train()(idx)
+    ema = model.transformer.ln_f.sigma_ema
+    expected = sum(0.2 * 0.8 ** (2 - k) * x for k, x in enumerate(means)) / (1 - 0.8 ** 3)
+    assert ema.n.item() == 3
+    assert ema.corrected().item() == pytest.approx(expected, rel=1e-6)
+
+
+def fakeln_removed(hf_dir, remove=(('ln_2', 0), ('ln_1', 0), ('ln_1', 1), ('ln_f', 0))):
+    """A FakeLN GPT-2 from HF weights with the named (LayerNorm, path) removed in turn, a few training
+    forwards apart, so that ln_1's two paths freeze different sigma_avg."""
+    torch.manual_seed(0)
+    model = GPT.from_pretrained(hf_dir, fakeln=True, aux_loss='baroni').train()
+    for step, (name, path) in enumerate([(None, None)] + list(remove)):
+        for norm in ([] if name is None else [model.transformer.ln_f] if name == 'ln_f' else
+                     [getattr(block, name) for block in model.transformer.h]):
+            norm.remove(step=step, path=path)
+        for _ in range(2):
+            idx = torch.randint(0, 97, (2, 16))
+            model(idx, idx)
     return model.eval()
 
 
@@ -609,9 +678,46 @@ def test_fakeln_gpt2_is_gpt2_before_removal_and_removes_qk_and_v_paths_apart(hf_
     idx = torch.randint(0, 97, (2, 20))
     with torch.no_grad():
         torch.testing.assert_close(fakeln_removed(hf_gpt2_dir, ())(idx)[0], hf(idx).logits, rtol=0, atol=1e-4)
-        qk = fakeln_removed(hf_gpt2_dir, ('ln_1',))(idx)[0]
-        v = fakeln_removed(hf_gpt2_dir, ('ln_1v',))(idx)[0]
+        qk = fakeln_removed(hf_gpt2_dir, (('ln_1', 0),))(idx)[0]
+        v = fakeln_removed(hf_gpt2_dir, (('ln_1', 1),))(idx)[0]
     assert (qk - v).abs().max() > 1e-3
+
+
+def test_fakeln_checkpoint_of_the_old_layout_is_refused_in_one_sentence():
+    """A FakeLN checkpoint with a separate ln_1v module (before ln_1 was shared) does not load; the
+    error says so in one sentence."""
+    model = GPT(tiny_config(arch='gpt2', norm='layernorm', fakeln=True))
+    state = model.state_dict()
+    state['transformer.h.0.ln_1v.weight'] = state['transformer.h.0.ln_1.weight']
+    with pytest.raises(ValueError, match='older layout') as error:
+        GPT.from_checkpoint(dict(model=state, model_args=asdict(model.config)))
+    assert '\n' not in str(error.value)
+
+
+def test_dropout_is_hf_gpt2s_in_training_and_off_in_eval(hf_gpt2_dir):
+    """dropout sits where HF GPT-2 puts it (embeddings, attention probabilities, attention and MLP
+    outputs): in training mode with the same seed our logits are GPT2LMHeadModel's; in eval mode and
+    in generation no dropout runs."""
+    from transformers import GPT2LMHeadModel
+    hf = GPT2LMHeadModel.from_pretrained(hf_gpt2_dir, resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1).train()
+    model = GPT.from_pretrained(hf_gpt2_dir, dropout=0.1).train()
+    idx = torch.randint(0, 97, (3, 40))
+    with torch.no_grad():
+        torch.manual_seed(1)
+        ours = model(idx)[0]
+        torch.manual_seed(1)
+        theirs = hf(idx).logits
+        torch.manual_seed(2)
+        other_seed = model(idx)[0]
+        scale = theirs.abs().max()
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5 * scale)
+        assert (ours - other_seed).abs().max() > 0.05 * scale  # dropout did act
+        model.eval()
+        torch.testing.assert_close(model(idx)[0], hf.eval()(idx).logits, rtol=0, atol=1e-5 * scale)
+        greedy = model.generate(idx[:1, :8], 6, temperature=0)
+        model.train()  # generate() decodes in eval mode whatever the model's mode
+        assert all(torch.equal(model.generate(idx[:1, :8], 6, temperature=0), greedy) for _ in range(2))
+        assert model.training
 
 
 def test_fakeln_model_folds_and_exports_like_all_taperln(hf_gpt2_dir, tmp_path):
@@ -620,6 +726,7 @@ def test_fakeln_model_folds_and_exports_like_all_taperln(hf_gpt2_dir, tmp_path):
     from transformers import GPT2LMHeadModel
     from fold import export_hf, fold_model, max_logit_diff
     model = fakeln_removed(hf_gpt2_dir)
+    assert all(abs(b.ln_1.sigma_avg[0] - b.ln_1.sigma_avg[1]) > 1e-4 * b.ln_1.sigma_avg[0] for b in model.transformer.h)
     folded = fold_model(model)
     assert max_logit_diff(model, folded) < 1e-5 and folded.fakelns() == []
     export_hf(model, tmp_path)
@@ -628,7 +735,7 @@ def test_fakeln_model_folds_and_exports_like_all_taperln(hf_gpt2_dir, tmp_path):
         diff = (GPT2LMHeadModel.from_pretrained(tmp_path).eval()(idx).logits - model(idx)[0]).abs().max()
     assert diff < 1e-5
     with pytest.raises(ValueError, match='not every FakeLN'):
-        fold_model(fakeln_removed(hf_gpt2_dir, ('ln_2',)))
+        fold_model(fakeln_removed(hf_gpt2_dir, (('ln_2', 0),)))
 
 
 def test_activation_checkpointing_gives_the_same_gradients_and_statistics():
@@ -647,3 +754,23 @@ def test_activation_checkpointing_gives_the_same_gradients_and_statistics():
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-6, atol=1e-8)
     for a, b in zip(plain.tapered_norms(), ckpt.tapered_norms()):
         torch.testing.assert_close(a.ema_num.value, b.ema_num.value)
+
+
+def test_fakeln_ema_moves_once_per_forward_under_activation_checkpointing():
+    """Activation checkpointing recomputes each block in backward; FakeLN's sigma EMA, which moves
+    once per forward, ends where it does without checkpointing, and so do the gradients."""
+    import copy
+    torch.manual_seed(0)
+    plain = GPT(tiny_config(arch='gpt2', norm='layernorm', fakeln=True, dropout=0.1)).train()
+    ckpt = copy.deepcopy(plain)
+    ckpt.grad_checkpoint = True
+    idx = torch.randint(0, 64, (2, 16))
+    for model in (plain, ckpt):
+        torch.manual_seed(1)
+        for _ in range(2):
+            model(idx, idx)[1].backward()
+    for p, q in zip(plain.parameters(), ckpt.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5 * p.grad.abs().max().item())
+    for a, b in zip(plain.fakelns(), ckpt.fakelns()):
+        assert a.sigma_ema.n.item() == b.sigma_ema.n.item() == 2
+        torch.testing.assert_close(a.sigma_ema.value, b.sigma_ema.value, rtol=1e-6, atol=0)

@@ -6,6 +6,7 @@ every setting of the paper, exact resume, DDP, the errors a user can cause, and 
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -360,7 +361,7 @@ def tiny_gpt2(tmp_path_factory):
 FINETUNE_TINY = ['--device=cpu', '--n_layer=2', '--n_head=2', '--n_embd=32', '--block_size=64', '--batch_size=4',
                  '--gradient_accumulation_steps=2', '--max_iters=16', '--warmup_iters=2', '--lr_decay_iters=16',
                  '--learning_rate=1e-3', '--min_lr=1e-4', '--taper_start=3', '--taper_end=12',
-                 '--fakeln_start=(2,6,9,13)', '--fakeln_gap=(1,1,1)', '--fakeln_eot_end=14',
+                 '--fakeln_start=(2,6,9,13)', '--fakeln_gap=(1,1,1)',
                  '--eval_interval=8', '--eval_iters=2', '--log_interval=2', '--dtype=float32']
 
 
@@ -386,11 +387,10 @@ def test_finetuning_protocols_reach_a_layernorm_free_model(finetuned, proto):
         assert model.tapered_norms() == [] and model.fakelns() == []
         return
     if proto == 'fakeln':
-        steps = {name: m.removed_at.item() for name, m in model.named_modules() if hasattr(m, 'removed_at')}
-        expected = {'transformer.ln_f': 13}
-        for i in range(2):
-            expected.update({f'transformer.h.{i}.ln_2': 2 + i, f'transformer.h.{i}.ln_1': 6 + i,
-                             f'transformer.h.{i}.ln_1v': 9 + i})
+        steps = {name: m.removed_at.tolist() for name, m in model.named_modules() if hasattr(m, 'removed_at')}
+        expected = {'transformer.ln_f': [13]}
+        for i in range(2):  # ln_1: the Q/K path, then the V path
+            expected.update({f'transformer.h.{i}.ln_2': [2 + i], f'transformer.h.{i}.ln_1': [6 + i, 9 + i]})
         assert steps == expected
         assert [r['removed'] for r in train_rows] == [0, 1, 2, 3, 4, 6, 6, 7]  # iters 0, 2, ..., 14
         assert model.config.aux_loss == 'baroni'
@@ -405,27 +405,96 @@ def test_finetuning_protocols_reach_a_layernorm_free_model(finetuned, proto):
 @pytest.mark.parametrize('stop', [7, 14])
 def test_resume_between_and_after_fakeln_removals_continues_the_same_run_bitwise(finetuned, owt_dir, tiny_gpt2,
                                                                                   tmp_path, stop):
-    """A FakeLN fine-tune stopped between two removals, or after the last, and resumed, is the run
-    that never stopped: each frozen sigma_avg, removal step and sigma EMA comes back."""
+    """A FakeLN fine-tune (shuffled blocks, dropout, the live sigma EMA) stopped between two removals,
+    or after the last, and resumed, is the run that never stopped: each frozen sigma_avg, removal step
+    and sigma EMA comes back, and so do the block order and the dropout masks."""
     common = [ROOT / 'config' / 'finetune_gpt2_s_fakeln.py', *FINETUNE_TINY, f'--init_from={tiny_gpt2}',
               f'--data_dir={owt_dir}', f'--out_dir={tmp_path}']
     run('train.py', *common, f'--stop_iter={stop}')
-    removed = [m.removed for m in GPT.from_checkpoint(str(tmp_path / 'ckpt.pt')).fakelns()]
+    removed = [r for m in GPT.from_checkpoint(str(tmp_path / 'ckpt.pt')).fakelns() for r in m.removed]
     assert 0 < sum(removed) < len(removed) if stop == 7 else all(removed)
     run('train.py', *common, '--init_from=resume')
     assert_same_run(finetuned / 'fakeln', tmp_path)
 
 
 def test_evaluate_script_prints_table3(finetuned, owt_dir):
-    """evaluate.py scores OWT-val, Pile and Pile-filtered as the mean CE over 1024-token chunks; a
-    folded checkpoint scores what the g = 0 model does."""
+    """evaluate.py scores OWT-val, Pile and Pile-filtered as the mean CE over 1024-token chunks (1023
+    predictions each, end-of-text targets included), in full batches only, as Baroni et al.'s
+    evaluation does; a folded checkpoint scores what the g = 0 model does. The reference is
+    transformers' GPT2LMHeadModel on the same chunks, in float32."""
+    from transformers import GPT2LMHeadModel
+    from fold import export_hf
     common = [f'--data_dir={owt_dir}', '--device=cpu', '--max_chunks=3', '--batch_size=2']
     plain = run('evaluate.py', f'--out_dir={finetuned / "internaltaper"}', *common)
     folded = run('evaluate.py', f'--out_dir={finetuned / "internaltaper"}', '--ckpt=ckpt_folded.pt', *common)
     a, b = (json.loads(p.stdout.strip().splitlines()[-1]) for p in (plain, folded))
-    assert a['label'].startswith('Internal-TaperLN') and a['chunks'] == {'owt': 3, 'pile': 3, 'pile_filtered': 3}
+    assert a['label'].startswith('Internal-TaperLN')
+    assert a['chunks'] == {'owt': 2, 'pile': 2, 'pile_filtered': 2}  # 3 chunks: one batch of 2, one left out
     for key in ('owt', 'pile', 'pile_filtered'):
         assert 5 < a[key] < 12 and a[key] == pytest.approx(b[key], abs=1e-4)
+    # an All-TaperLN model exports to transformers; score its chunks there as Baroni's code does
+    ours, ours_folded = (json.loads(run('evaluate.py', f'--out_dir={finetuned / "alltaper"}', *common, *ckpt)
+                                    .stdout.strip().splitlines()[-1]) for ckpt in ([], ['--ckpt=ckpt_folded.pt']))
+    model = GPT.from_checkpoint(str(finetuned / 'alltaper' / 'ckpt.pt'))
+    export_hf(model, finetuned / 'alltaper-hf')
+    hf = GPT2LMHeadModel.from_pretrained(finetuned / 'alltaper-hf').eval()
+    T = model.config.block_size  # the tiny GPT-2's context, shorter than 1024: chunks of T
+    for key, file in (('owt', 'val.bin'), ('pile', 'pile.bin')):
+        chunks = torch.from_numpy(np.memmap(owt_dir / file, dtype=np.uint16, mode='r')[:2 * T].astype(np.int64))
+        with torch.no_grad():
+            reference = hf(chunks.view(2, T), labels=chunks.view(2, T)).loss.item()
+        assert ours[key] == pytest.approx(reference, rel=1e-5)
+        assert ours_folded[key] == pytest.approx(reference, rel=1e-5)  # no ln_f left, no error either
+
+
+def test_finetune_configs_follow_baronis_released_runs():
+    """Where App. D is silent the GPT-2 configs take Baroni et al.'s released settings: AdamW betas
+    (0.9, 0.999), dropout 0.1, shuffled 1024-token blocks, end-of-text targets masked, FakeLN momentum
+    0.9 / 0.9 / 0.9^(28/32) / 0.9^(18/32) and a 15-step warmup for L; TinyStories keeps App. C's."""
+    from configurator import configure
+    momentum = {'s': 0.9, 'm': 0.9, 'l': 0.912, 'xl': 0.942}
+    warmup = {'s': 25, 'm': 10, 'l': 30, 'xl': 20}
+    for size in momentum:
+        for proto in ('vanilla', 'fakeln', 'internaltaper', 'alltaper'):
+            cfg = configure(train_defaults(), [str(ROOT / 'config' / f'finetune_gpt2_{size}_{proto}.py')])
+            assert (cfg['beta1'], cfg['beta2'], cfg['dropout']) == (0.9, 0.999, 0.1)
+            assert (cfg['data_layout'], cfg['mask_eot_targets'], cfg['block_size']) == ('blocks', True, 1024)
+            assert cfg['warmup_iters'] == (15 if (size, proto) == ('l', 'fakeln') else warmup[size])
+            if proto == 'fakeln':
+                assert cfg['fakeln_momentum'] == pytest.approx(momentum[size], abs=5e-4)
+    defaults = train_defaults()
+    assert (defaults['beta2'], defaults['dropout'], defaults['data_layout'], defaults['mask_eot_targets']) == \
+        (0.95, 0.0, 'random', False)
+
+
+def test_block_layout_reads_each_block_once_per_epoch_and_masks_end_of_text(owt_dir, tiny_gpt2, tmp_path):
+    """data_layout='blocks' (App. D): the training stream is cut into non-overlapping blocks; an epoch
+    visits each once, in a shuffled order; a block predicts its own tokens 2..T; with mask_eot_targets
+    end-of-text targets are -1, left out of the loss."""
+    import runpy
+    argv = sys.argv
+    sys.argv = ['train.py', str(ROOT / 'config' / 'finetune_gpt2_s_vanilla.py'), *FINETUNE_TINY,
+                f'--init_from={tiny_gpt2}', f'--data_dir={owt_dir}', f'--out_dir={tmp_path}',
+                '--batch_size=64', '--gradient_accumulation_steps=2', '--eval_only']
+    try:
+        script = runpy.run_path(str(ROOT / 'train.py'))
+    finally:
+        sys.argv = argv
+    T = 64
+    data = np.memmap(owt_dir / 'train.bin', dtype=np.uint16, mode='r').astype(np.int64)
+    index = {data[i:i + T].tobytes(): i // T for i in range(0, len(data) - T + 1, T)}
+    per_step = 128
+    steps = len(index) // per_step
+    seen, masked = [], 0
+    for it in range(steps):
+        for x, y in script['get_step_batches'](it):
+            expected = torch.cat([x[:, 1:], torch.full((len(x), 1), -1)], dim=1)
+            expected[expected == 50256] = -1
+            assert torch.equal(y, expected)
+            masked += int((x[:, 1:] == 50256).sum())
+            seen += [index[row.numpy().tobytes()] for row in x]  # a KeyError: not a block
+    assert len(set(seen)) == len(seen) == steps * per_step  # no block twice within the epoch
+    assert seen != sorted(seen) and masked > 0  # shuffled; end-of-text targets occurred
 
 
 def test_reproduce_script_end_to_end(tmp_path):

@@ -10,6 +10,7 @@ nanoGPT's loop with the taper schedule added: start_taper() once at taper_start,
 every step, and tapered models evaluated at g = 0.
 """
 
+import functools
 import json
 import math
 import os
@@ -50,6 +51,10 @@ data_dir = 'data/tinystories10000'
 gradient_accumulation_steps = 1   # micro-batches per step in one process; N ranks split the
 batch_size = 16                   # global batch of gradient_accumulation_steps x batch_size sequences
 block_size = 512
+data_layout = 'random'            # 'random': contiguous windows at random offsets (App. C);
+                                  # 'blocks': shuffled non-overlapping blocks, each predicting its
+                                  # own tokens 2..T (App. D, Baroni et al.'s GPT-2 runs)
+mask_eot_targets = False          # leave end-of-text targets out of the loss (Baroni's collator)
 # model
 arch = 'llama'
 vocab_size = 10000
@@ -57,6 +62,7 @@ n_layer = 8
 n_head = 16
 n_embd = 512
 norm = 'rmsnorm'
+dropout = 0.0             # HF GPT-2's placement (embeddings, attention, residual), training only
 taper = 'internal'        # 'none' (Baseline) | 'internal' | 'all'
 taper_start = 50_000      # g = 1 before; c and s_tgt are calibrated here
 taper_end = 1_000_000     # g = 0 from here on
@@ -65,11 +71,11 @@ aux_weight = 0.1          # lambda
 ema_rate = 0.01           # mu
 # FakeLN, Baroni et al.'s protocol (GPT-2): layer i's ln_2 is removed at step start[0] + i gap[0],
 # then ln_1 on the Q/K path (start[1], gap[1]), on the V path (start[2], gap[2]), then ln_f at
-# start[3]; end-of-text positions keep their own sigma until fakeln_eot_end
+# start[3]; sigma's EMA moves every forward with this weight on its old value
 fakeln = False
 fakeln_start = (20, 44, 68, 104)
 fakeln_gap = (2, 2, 3)
-fakeln_eot_end = 106
+fakeln_momentum = 0.9
 # AdamW, linear warmup then cosine decay
 learning_rate = 3e-4
 max_iters = 1_000_000
@@ -140,11 +146,13 @@ def check_config():
              f"so pick an even head size")
     try:
         GPTConfig(arch=arch, norm=norm, taper=taper, aux_loss=aux_loss, fakeln=fakeln, n_embd=n_embd,
-                  n_head=n_head)
+                  n_head=n_head, dropout=dropout, fakeln_momentum=fakeln_momentum)
     except ValueError as e:
         fail(f"{e}: fix the config")
     if dtype not in ('bfloat16', 'float32'):
         fail(f"dtype={dtype!r} is not supported: use 'bfloat16' or 'float32'")
+    if data_layout not in ('random', 'blocks'):
+        fail(f"data_layout={data_layout!r} is not one of 'random' (windows at random offsets) or 'blocks'")
     if not (device == 'cpu' or device.startswith('cuda')):
         fail(f"device={device!r} is not supported: use 'cuda', 'cuda:N' or 'cpu'")
     if device.startswith('cuda') and not torch.cuda.is_available():
@@ -192,7 +200,7 @@ if init_from != 'resume' and not overwrite:
         fail(f"{out_dir} already holds a run ({', '.join(held)}): continue it with --init_from=resume, "
              f"or pass --overwrite to start again over it")
 
-# --- data: random contiguous windows of one concatenated token stream -------------------------
+# --- data: windows of one concatenated token stream, at random offsets or as shuffled blocks ----
 prepare_cmd = 'prepare_owt.py' if 'owt' in data_dir or 'openwebtext' in data_dir else 'prepare_tinystories.py'
 
 
@@ -231,6 +239,9 @@ def check_tokens(vocab):
         if top >= vocab:
             fail(f"{data_dir}/{split}.bin holds token id {top}, beyond the model's vocab_size={vocab}: "
                  f"the file was made with another tokenizer, so prepare it again")
+if mask_eot_targets and 'eot_token' not in meta:
+    fail(f"mask_eot_targets needs the end-of-text id from {meta_path}: prepare the data with "
+         f"`python prepare_owt.py` or set --mask_eot_targets=False")
 
 
 def tokenizer_reference():
@@ -245,15 +256,32 @@ def tokenizer_reference():
 
 
 def windows(split, ix):
-    x = torch.stack([torch.from_numpy(data[split][i:i + block_size].astype(np.int64)) for i in ix])
-    y = torch.stack([torch.from_numpy(data[split][i + 1:i + 1 + block_size].astype(np.int64)) for i in ix])
+    """Inputs and targets of windows ix (block numbers in the 'blocks' layout). A block predicts its
+    own tokens 2..T, as HF's shifted loss does: its last target is -1, ignored by the loss."""
+    tokens = data[split]
+    starts = [int(i) * block_size for i in ix] if data_layout == 'blocks' else [int(i) for i in ix]
+    x = torch.stack([torch.from_numpy(tokens[i:i + block_size].astype(np.int64)) for i in starts])
+    if data_layout == 'blocks':
+        y = torch.cat([x[:, 1:], torch.full((len(starts), 1), -1)], dim=1)
+    else:
+        y = torch.stack([torch.from_numpy(tokens[i + 1:i + 1 + block_size].astype(np.int64)) for i in starts])
+    if mask_eot_targets:
+        y[y == meta['eot_token']] = -1
     if device_type == 'cuda':
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
     return x, y
 
 
 def num_windows(split):
-    return len(data[split]) - block_size
+    n = len(data[split])
+    return n // block_size if data_layout == 'blocks' else n - block_size
+
+
+@functools.lru_cache(maxsize=1)
+def block_order(epoch):
+    """The 'blocks' layout visits every training block once per epoch, in an order fixed by seed and
+    epoch alone, so a resumed run recomputes it."""
+    return torch.randperm(num_windows('train'), generator=torch.Generator().manual_seed(seed + epoch))
 
 
 # Every rank draws the same global batch from the same generator and keeps its own slice.
@@ -261,10 +289,17 @@ sampler = torch.Generator().manual_seed(seed)
 sampler_state = sampler.get_state()  # before the pending step's draw: where a resume starts reading
 
 
-def get_step_batches():
+def get_step_batches(it):
+    """The micro-batches of step it for this rank."""
     global sampler_state
     sampler_state = sampler.get_state()
-    ix = torch.randint(num_windows('train'), (world_batch,), generator=sampler)
+    n = world_batch
+    if data_layout == 'blocks':  # the step's n blocks continue the epoch-by-epoch order
+        k = torch.arange(it * n, (it + 1) * n).tolist()
+        blocks = num_windows('train')
+        ix = torch.stack([block_order(i // blocks)[i % blocks] for i in k])
+    else:
+        ix = torch.randint(num_windows('train'), (n,), generator=sampler)
     mine = ix.view(world_size, accum_steps, micro_batch)[rank]
     return [windows('train', micro) for micro in mine]
 
@@ -302,7 +337,8 @@ if device_type == 'cuda':
 torch.manual_seed(seed)
 model_args = dict(arch=arch, block_size=block_size, vocab_size=vocab_size, n_layer=n_layer,
                   n_head=n_head, n_embd=n_embd, norm=norm, taper=taper, aux_loss=aux_loss,
-                  aux_weight=aux_weight, ema_rate=ema_rate, fakeln=fakeln)
+                  aux_weight=aux_weight, ema_rate=ema_rate, dropout=dropout, fakeln=fakeln,
+                  fakeln_momentum=fakeln_momentum)
 iter_num = 0
 checkpoint = None
 last_saved = None  # the iteration of the checkpoint on disk that this run may fall back to
@@ -325,7 +361,8 @@ elif init_from == 'resume':
 else:
     try:
         model = GPT.from_pretrained(init_from, taper=taper, aux_loss=aux_loss, aux_weight=aux_weight,
-                                    ema_rate=ema_rate, fakeln=fakeln)
+                                    ema_rate=ema_rate, dropout=dropout, fakeln=fakeln,
+                                    fakeln_momentum=fakeln_momentum)
     except (OSError, ValueError, KeyError) as e:
         fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))  # a KeyError's str() is quoted
     if block_size > model.config.block_size:
@@ -333,16 +370,19 @@ else:
     for key in ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'arch', 'norm'):
         config[key] = getattr(model.config, key)
 check_tokens(model.config.vocab_size)
-removals = []  # FakeLN, Baroni et al.'s protocol: (removal step, layer, name), in their order
+# FakeLN, Baroni et al.'s protocol: (removal step, layer, path, name) for every LayerNorm, in their
+# order; ln_1 is removed on its Q/K path (0) and its V path (1) apart.
+removals = []
 if fakeln:
     for kind, (start, gap) in enumerate(zip(fakeln_start[:3], fakeln_gap)):
         for i, block in enumerate(model.transformer.h):
-            norm_i, name = [(block.ln_2, 'ln_2'), (block.ln_1, 'ln_1 (Q/K)'), (block.ln_1v, 'ln_1 (V)')][kind]
-            removals.append((start + i * gap, norm_i, f"h.{i}.{name}"))
-    removals.append((fakeln_start[3], model.transformer.ln_f, 'ln_f'))
-    last = max(step for step, _, _ in removals)
-    if not eval_only and not (0 <= min(step for step, _, _ in removals) and last < max_iters):
-        fail(f"the FakeLN removals run from step {min(s for s, _, _ in removals)} to {last}, which must lie "
+            norm_i, path, name = [(block.ln_2, 0, 'ln_2'), (block.ln_1, 0, 'ln_1 (Q/K)'),
+                                  (block.ln_1, 1, 'ln_1 (V)')][kind]
+            removals.append((start + i * gap, norm_i, path, f"h.{i}.{name}"))
+    removals.append((fakeln_start[3], model.transformer.ln_f, 0, 'ln_f'))
+    steps = [step for step, *_ in removals]
+    if not eval_only and not (0 <= min(steps) and max(steps) < max_iters):
+        fail(f"the FakeLN removals run from step {min(steps)} to {max(steps)}, which must lie "
              f"inside the run's max_iters={max_iters}: move fakeln_start or raise max_iters")
 model.to(device)
 raw_model = model
@@ -544,19 +584,18 @@ if wandb_log and master:
 healthy = torch.ones((), dtype=torch.bool, device=device)
 last_checked = iter_num
 end_iter = stop_iter or max_iters
-batches = get_step_batches()
+batches = get_step_batches(iter_num)
 t0, last_log_iter = time.time(), iter_num
 while True:
     if needs_start and iter_num >= taper_start and not raw_model.started:
         raw_model.start_taper()  # once: c, gammatilde and s_tgt from the statistics of g = 1
     gate = get_gate(iter_num) if taper != 'none' else 1.0
     raw_model.set_gate(gate)
-    for step, norm_i, name in removals:
-        if iter_num >= step and not norm_i.removed:  # sigma_avg frozen from the EMA of its real sigma
-            norm_i.remove(iter_num)
+    for step, norm, path, name in removals:
+        if iter_num >= step and not norm.removed[path]:  # sigma_avg frozen from the EMA of its real sigma
+            norm.remove(iter_num, path)
             if master:
-                print(f"iter {iter_num}: removed {name}, sigma_avg {norm_i.sigma_avg.item():.4g}")
-    raw_model.eot_keeps_sigma = fakeln and iter_num < fakeln_eot_end
+                print(f"iter {iter_num}: removed {name}, sigma_avg {norm.sigma_avg[path].item():.4g}")
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
         group['lr'] = lr
@@ -590,7 +629,7 @@ while True:
         values = torch.stack([stats['ce'], stats['aux'], stats['logit_norm'], stats['prelogit_scale']])
         healthy &= torch.isfinite(values).all()
         sums += values
-    batches = get_step_batches()  # the next step's data, drawn while the device works
+    batches = get_step_batches(iter_num + 1)  # the next step's data, drawn while the device works
     logging = iter_num % log_interval == 0
     grads = grad_norms_by_type() if logging else {}
     total_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip if grad_clip > 0 else math.inf)
@@ -610,7 +649,7 @@ while True:
                    prelogit_scale=prelogit_scale, grad_norm=whole(total_norm).item(), **grads,
                    c=torch.stack(cs).tolist() if cs else [],  # one device read for all layers
                    s_tgt=raw_model.s_tgt.item(),
-                   removed=sum(m.removed for m in raw_model.fakelns()),
+                   removed=sum(sum(m.removed) for m in raw_model.fakelns()),
                    tok_per_s=tokens_per_iter / dt)
         if device_type == 'cuda':  # peak_flops is a GPU's; a CPU figure would mean nothing
             row['mfu'] = raw_model.estimate_mfu(accum_steps * micro_batch, dt, peak_flops)

@@ -2,6 +2,8 @@
 # Paper's end cross-entropy, OWT / Pile / Pile-filtered: 2.6384 / 2.7504 / 2.5159.
 # App. D: OpenWebText, bf16, grad clip 1.0, AdamW weight decay 0.01, cosine LR with warmup,
 # 28 x 18 x 1024 = 516,096 tokens per step.
+# Where App. D is silent, Baroni et al.'s released code: AdamW betas (0.9, 0.999), HF GPT-2's
+# dropout 0.1, shuffled non-overlapping 1024-token blocks, end-of-text targets out of the loss.
 
 out_dir = 'out-gpt2-l-fakeln'
 init_from = 'gpt2-large'
@@ -14,6 +16,9 @@ n_head = 20
 n_embd = 1280
 vocab_size = 50257
 block_size = 1024
+dropout = 0.1
+data_layout = 'blocks'
+mask_eot_targets = True  # Baroni's collator
 
 batch_size = 28
 gradient_accumulation_steps = 18
@@ -21,15 +26,16 @@ learning_rate = 3e-4
 min_lr = 4e-5
 weight_decay = 0.01
 grad_clip = 1.0
+beta2 = 0.999
 max_iters = 600
-warmup_iters = 30
+warmup_iters = 15  # Baroni's config (the TaperLN-L rows keep App. D's 30)
 lr_decay_iters = 1200
 
 taper = 'none'
 fakeln = True
 fakeln_start = (30, 174, 318, 534)  # ln_2, ln_1 (Q/K), ln_1 (V) of layer 0, then ln_f
 fakeln_gap = (4, 4, 6)      # steps between layers
-fakeln_eot_end = 536
+fakeln_momentum = 0.9 ** (28 / 32)  # weight on sigma's old value, per forward (0.912)
 aux_loss = 'baroni'
 aux_weight = 0.03
 

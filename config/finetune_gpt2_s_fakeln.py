@@ -2,6 +2,8 @@
 # Paper's end cross-entropy, OWT / Pile / Pile-filtered: 3.0797 / 2.8852 / 2.8757.
 # App. D: OpenWebText, bf16, grad clip 1.0, AdamW weight decay 0.01, cosine LR with warmup,
 # 32 x 16 x 1024 = 524,288 tokens per step.
+# Where App. D is silent, Baroni et al.'s released code: AdamW betas (0.9, 0.999), HF GPT-2's
+# dropout 0.1, shuffled non-overlapping 1024-token blocks, end-of-text targets out of the loss.
 
 out_dir = 'out-gpt2-s-fakeln'
 init_from = 'gpt2'
@@ -14,6 +16,9 @@ n_head = 12
 n_embd = 768
 vocab_size = 50257
 block_size = 1024
+dropout = 0.1
+data_layout = 'blocks'
+mask_eot_targets = True  # Baroni's collator
 
 batch_size = 32
 gradient_accumulation_steps = 16
@@ -21,6 +26,7 @@ learning_rate = 6e-4
 min_lr = 3e-4
 weight_decay = 0.01
 grad_clip = 1.0
+beta2 = 0.999
 max_iters = 300
 warmup_iters = 25
 lr_decay_iters = 300
@@ -29,7 +35,7 @@ taper = 'none'
 fakeln = True
 fakeln_start = (20, 44, 68, 104)  # ln_2, ln_1 (Q/K), ln_1 (V) of layer 0, then ln_f
 fakeln_gap = (2, 2, 3)      # steps between layers
-fakeln_eot_end = 106
+fakeln_momentum = 0.9  # weight on sigma's old value, per forward
 aux_loss = 'baroni'
 aux_weight = 0.1
 

@@ -2,6 +2,8 @@
 # Paper's end cross-entropy, OWT / Pile / Pile-filtered: 3.0584 / 2.8381 / 2.8374.
 # App. D: OpenWebText, bf16, grad clip 1.0, AdamW weight decay 0.01, cosine LR with warmup,
 # 32 x 16 x 1024 = 524,288 tokens per step.
+# Where App. D is silent, Baroni et al.'s released code: AdamW betas (0.9, 0.999), HF GPT-2's
+# dropout 0.1, shuffled non-overlapping 1024-token blocks, end-of-text targets out of the loss.
 
 out_dir = 'out-gpt2-s-internaltaper'
 init_from = 'gpt2'
@@ -14,6 +16,9 @@ n_head = 12
 n_embd = 768
 vocab_size = 50257
 block_size = 1024
+dropout = 0.1
+data_layout = 'blocks'
+mask_eot_targets = True  # as Baroni's pipeline, which App. D reuses
 
 batch_size = 32
 gradient_accumulation_steps = 16
@@ -21,6 +26,7 @@ learning_rate = 6e-4
 min_lr = 3e-4
 weight_decay = 0.01
 grad_clip = 1.0
+beta2 = 0.999
 max_iters = 300
 warmup_iters = 25
 lr_decay_iters = 300

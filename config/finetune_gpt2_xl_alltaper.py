@@ -2,6 +2,8 @@
 # Paper's end cross-entropy, OWT / Pile / Pile-filtered: 2.5305 / 2.6504 / 2.4000.
 # App. D: OpenWebText, bf16, grad clip 1.0, AdamW weight decay 0.01, cosine LR with warmup,
 # 18 x 28 x 1024 = 516,096 tokens per step.
+# Where App. D is silent, Baroni et al.'s released code: AdamW betas (0.9, 0.999), HF GPT-2's
+# dropout 0.1, shuffled non-overlapping 1024-token blocks, end-of-text targets out of the loss.
 
 out_dir = 'out-gpt2-xl-alltaper'
 init_from = 'gpt2-xl'
@@ -14,6 +16,9 @@ n_head = 25
 n_embd = 1600
 vocab_size = 50257
 block_size = 1024
+dropout = 0.1
+data_layout = 'blocks'
+mask_eot_targets = True  # as Baroni's pipeline, which App. D reuses
 
 batch_size = 18
 gradient_accumulation_steps = 28
@@ -21,6 +26,7 @@ learning_rate = 1e-4
 min_lr = 2e-5
 weight_decay = 0.01
 grad_clip = 1.0
+beta2 = 0.999
 max_iters = 800
 warmup_iters = 20
 lr_decay_iters = 1200
