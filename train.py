@@ -27,6 +27,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from memory import describe as describe_memory
 from model import GPT, GPTConfig, load_checkpoint
 
 # -----------------------------------------------------------------------------
@@ -86,6 +87,7 @@ dtype = 'bfloat16'        # 'bfloat16' (autocast) | 'float32'; the CPU always ru
 compile = False
 seed = 1337
 peak_flops = 989e12       # per device, for MFU (H100 SXM dense bf16)
+memory_plan = False       # print the memory plan (memory.py) and exit
 # -----------------------------------------------------------------------------
 from configurator import configure_globals  # noqa: E402
 
@@ -226,6 +228,10 @@ else:
                          f"{model.config.block_size}")
     for key in ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'arch', 'norm'):
         config[key] = getattr(model.config, key)
+if master:
+    print(describe_memory(config, world_size if fsdp else 1))
+if memory_plan:
+    raise SystemExit(0)
 model.to(device)
 raw_model = model
 raw_model.grad_checkpoint = grad_checkpoint
