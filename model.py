@@ -562,7 +562,10 @@ class GPT(nn.Module):
         aux = torch.zeros((), device=idx.device)
         s = None
         if self.config.aux_loss != 'none' or return_stats:
-            s = self.transformer.ln_f.scale(h).squeeze(-1)  # s(h) of the pre-logit stream, (B, T)
+            ln_f = self.transformer.ln_f
+            if isinstance(ln_f, nn.Identity):  # folded into the head: s(h) is still the plain norm's
+                ln_f = (LayerNorm if self.config.norm == 'layernorm' else RMSNorm)(1, self.config.norm_eps)
+            s = ln_f.scale(h).squeeze(-1)  # s(h) of the pre-logit stream, (B, T)
         if self.config.aux_loss == 'fixed':
             if self.started:
                 aux = fixed_target_loss(s, self.s_tgt, self.config.aux_weight)

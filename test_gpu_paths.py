@@ -113,6 +113,19 @@ def test_bf16_folded_model_matches_float64_gate_zero_model(arch, norm, taper):
     assert relative_error(logits, float64_logits(model, idx)) < BF16_TOL
 
 
+@pytest.mark.parametrize('arch,norm,taper', [('llama', 'rmsnorm', 'all'), ('gpt2', 'layernorm', 'all')])
+def test_folded_all_taper_model_reports_the_g0_models_loss_and_prelogit_scale(arch, norm, taper):
+    """Folding moves the final map into the head but leaves the pre-logit stream h alone: the folded
+    model's cross-entropy and s(h) (what evaluate.py and the logs read) are the g = 0 model's."""
+    model = tapered_at_zero(arch, norm, taper)
+    folded = fold_model(model).eval()
+    idx, targets = (torch.randint(0, 64, (2, 24), generator=torch.Generator().manual_seed(s)) for s in (6, 7))
+    with torch.no_grad():
+        stats, stats_folded = (m(idx, targets, return_stats=True)[2] for m in (model, folded))
+    for key in ('ce', 'prelogit_scale'):
+        assert stats_folded[key].item() == pytest.approx(stats[key].item(), rel=1e-5), key
+
+
 def test_bf16_hf_export_matches_float64_gate_zero_model(tmp_path):
     """The exported GPT2LMHeadModel (LayerNorms as fixed maps through eps = 1e12) under bf16
     autocast gives the float64 g = 0 model's logits to bf16 precision."""
