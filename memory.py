@@ -26,6 +26,7 @@ and the allocator's fragmentation come on top, which is why a plan fits a GPU wh
 under 90% of the GPU's memory.
 """
 
+import os
 import sys
 
 import torch
@@ -40,7 +41,7 @@ FIT_FRACTION = 0.9  # of the GPU's memory: the rest is the CUDA context and allo
 def train_defaults():
     """train.py's defaults: the block between its first two rulers, run on its own."""
     ruler = '# ' + '-' * 77
-    with open(__file__.replace('memory.py', 'train.py')) as f:
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')) as f:
         namespace = {}
         exec(f.read().split(ruler)[1], namespace)
     return {k: v for k, v in namespace.items() if not k.startswith('_')}
@@ -225,10 +226,14 @@ def main(argv=None):
     rest = []
     for arg in argv:
         key, has_value, value = arg[2:].partition('=')
-        if arg.startswith('--') and key in own:
-            own[key] = int(value) if has_value else True
-        else:
+        if not (arg.startswith('--') and key in own):
             rest.append(arg)
+        elif key == 'summary':
+            own[key] = True
+        elif not value.isdigit():
+            raise SystemExit(f"{arg}: --{key} takes a whole number, e.g. --{key}=8")
+        else:
+            own[key] = int(value)
     nproc, gpu_gb = own['nproc'], own['gpu_gb']
     if not own['summary']:
         config = resolve(rest)
