@@ -244,7 +244,7 @@ def bench(ctx):
 
 def finetune(ctx, proto):
     g = ctx['scale']['gpt2']
-    args = ['train.py', f'config/finetune_gpt2_s_{proto}.py', f'--device={ctx["device"]}',
+    args = ['train.py', f'{ROOT}/config/finetune_gpt2_s_{proto}.py', f'--device={ctx["device"]}',
             f'--init_from={ctx["gpt2_dir"]}', f'--data_dir={ctx["owt_data"]}', f'--out_dir={ctx["runs"]}/{proto}',
             f'--n_layer={g["n_layer"]}', f'--n_head={g["n_head"]}', f'--n_embd={g["n_embd"]}',
             *ctx['scale']['finetune'], *(['--grad_checkpoint'] if proto == 'alltaper' else [])]

@@ -131,7 +131,7 @@ def test_train_prints_the_plan_and_exits_with_memory_plan(tmp_path):
         np.random.default_rng(0).integers(0, 64, 4096, dtype=np.uint16).tofile(tmp_path / f'{split}.bin')
     proc = subprocess.run([sys.executable, 'train.py', '--device=cpu', f'--data_dir={tmp_path}',
                            f'--out_dir={tmp_path / "out"}', '--vocab_size=64', '--n_layer=2',
-                           '--n_embd=32', '--n_head=2', '--block_size=32', '--memory_plan'],
+                           '--n_embd=32', '--n_head=2', '--block_size=32', '--max_iters=2', '--memory_plan'],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert 'memory plan:' in proc.stdout and 'float32' in proc.stdout
