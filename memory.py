@@ -241,7 +241,7 @@ def main(argv=None):
         return
     files = [a for a in rest if not a.startswith('--')]
     flags = [a for a in rest if a.startswith('--')]
-    print(f"| config | parameters | micro-batch | checkpointing | weights + grads + AdamW | "
+    print(f"| config | parameters | micro-batch | checkpointing | weights, grads, AdamW, bf16 copies | "
           f"activations + logits | total | {gpu_gb} GB GPU |")
     print("|---|---|---|---|---|---|---|---|")
     for path in files:

@@ -136,3 +136,23 @@ def test_train_prints_the_plan_and_exits_with_memory_plan(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert 'memory plan:' in proc.stdout and 'float32' in proc.stdout
     assert not (tmp_path / 'out' / 'log.jsonl').exists()  # it stopped before training
+
+
+def test_readme_memory_table_is_memory_py_output(capsys):
+    """The README's memory table is what the command written above it prints."""
+    import re
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parent / 'README.md').read_text()
+    command = re.search(r'`python memory\.py (--summary [^`]+)`', readme.replace('\n', ' ')).group(1)
+    args = [a for arg in command.split() for a in expand_braces(arg)]
+    memory.main(args)
+    assert capsys.readouterr().out.strip() in readme
+
+
+def expand_braces(arg):
+    """The shell's {a,b} expansion, for the one brace group a README command may hold."""
+    import re
+    match = re.search(r'\{([^}]*)\}', arg)
+    if not match:
+        return [arg]
+    return [arg[:match.start()] + choice + arg[match.end():] for choice in match.group(1).split(',')]
