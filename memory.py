@@ -53,8 +53,9 @@ def model_config(config):
 
 
 def state_bytes(config):
-    """(parameters, weight bytes, AdamW state bytes, matmul weight elements) of the real model and
-    optimizer, built on the meta device."""
+    """The real model and its optimizer, built on the meta device: parameters, and bytes of the
+    weights, of the AdamW state and of the weights outside the blocks (FSDP2's root unit); and the
+    elements of the matmul weights, which autocast copies to bf16."""
     with torch.device('meta'):
         model = GPT(model_config(config))
     optimizer = model.configure_optimizers(config['weight_decay'], config['learning_rate'],
@@ -66,7 +67,9 @@ def state_bytes(config):
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     adam = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values())
     matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
-    return params, weights, adam, matmul
+    root = sum(p.numel() * p.element_size() for name, p in model.named_parameters()
+               if not name.startswith('transformer.h.'))
+    return dict(params=params, weights=weights, adam=adam, root=root, matmul=matmul)
 
 
 def norm_activations(cfg, n):
@@ -84,7 +87,7 @@ def norm_activations(cfg, n):
     return saved
 
 
-def block_activations(cfg, n, B, T, a, autocast):
+def block_activations(cfg, n, a, autocast):
     """
     Bytes one block saves for backward, a = bytes of the compute dtype (2 under bf16 autocast).
     Under autocast every linear layer saves its own bf16 copy of an fp32 input; without it, the
@@ -142,7 +145,7 @@ def saved_activations(cfg, B, T, autocast, grad_checkpoint=False):
     and one block's activations come back at a time in the backward pass."""
     a = 2 if autocast else 4
     n = B * T
-    block = block_activations(cfg, n, B, T, a, autocast)
+    block = block_activations(cfg, n, a, autocast)
     blocks = cfg.n_layer * (4 * n * cfg.n_embd if grad_checkpoint else block)
     return blocks, head_activations(cfg, n, T, a, grad_checkpoint), block
 
@@ -153,21 +156,22 @@ def plan(config, nproc=1):
     cfg = model_config(config)
     autocast = config['device'].startswith('cuda') and config['dtype'] == 'bfloat16'
     B, T, L = config['batch_size'], config['block_size'], cfg.n_layer
-    params, weights, adam, matmul = state_bytes(config)
+    state = state_bytes(config)
     blocks, head, block = saved_activations(cfg, B, T, autocast, config['grad_checkpoint'])
     a = 2 if autocast else 4
-    parts = dict(params=params)
+    parts = dict(params=state['params'])
     shard = nproc if (nproc > 1 or config['fsdp']) else 1
-    parts['weights'] = weights / shard
-    parts['gradients'] = weights / shard
-    parts['adamw'] = adam / shard
+    parts['weights'] = state['weights'] / shard
+    parts['gradients'] = state['weights'] / shard
+    parts['adamw'] = state['adam'] / shard
     if shard > 1 or config['fsdp']:
         # FSDP2 without a mixed-precision policy gathers fp32 weights: the root unit (embeddings,
         # ln_f, head) stays gathered, and two blocks are gathered at a time (one computing, one
         # prefetched), with their unsharded fp32 gradients before the reduce-scatter.
-        per_block = (weights - root_weight_bytes(cfg)) / L
-        parts['fsdp_gathered'] = root_weight_bytes(cfg) + 2 * 2 * per_block
-    parts['weight_copies'] = 2 * matmul if autocast else 0  # not sharded: autocast casts gathered weights
+        per_block = (state['weights'] - state['root']) / L
+        parts['fsdp_gathered'] = state['root'] + 2 * 2 * per_block
+    # not sharded: autocast casts the gathered weights
+    parts['weight_copies'] = 2 * state['matmul'] if autocast else 0
     parts['activations'] = blocks + head + (block if config['grad_checkpoint'] else 0)
     parts['block'] = block
     parts['logits_transient'] = (a + 2 * 4) * B * T * cfg.vocab_size
@@ -175,14 +179,6 @@ def plan(config, nproc=1):
                                             'weight_copies', 'activations', 'logits_transient')
                          if k in parts)
     return parts
-
-
-def root_weight_bytes(cfg):
-    """fp32 bytes of the parameters outside the blocks: the token (and position) embedding, which
-    the tied head shares, and ln_f."""
-    d = cfg.n_embd
-    n = cfg.vocab_size * d + (cfg.block_size * d if cfg.arch == 'gpt2' else 0) + 3 * d
-    return 4 * n
 
 
 def describe(config, nproc=1, gpu_gb=80):

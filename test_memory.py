@@ -88,7 +88,8 @@ def test_weights_and_adamw_state_are_those_of_a_real_optimizer_step():
     """The meta-device count against a real model and torch's AdamW after one step, on the CPU."""
     config = memory.resolve(['--arch=gpt2', '--norm=layernorm', '--n_layer=2', '--n_head=2',
                              '--n_embd=32', '--vocab_size=80', '--block_size=16', '--taper=all'])
-    params, weights, adam, _ = memory.state_bytes(config)
+    state = memory.state_bytes(config)
+    params, weights, adam = state['params'], state['weights'], state['adam']
     model = GPT(memory.model_config(config))
     optimizer = torch.optim.AdamW(model.parameters())
     model(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long))[1].backward()
