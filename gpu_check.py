@@ -197,7 +197,8 @@ def train_metrics(run_dir):
     """Loss falls across the taper; tok/s and MFU (the first logged step, with its warm-up, left out)."""
     rows, evals = read_log(run_dir)
     expect(all(np.isfinite(r['loss']) for r in rows), "a training loss is not finite")
-    expect(rows[-1]['loss'] < rows[0]['loss'], f"the loss did not fall ({rows[0]['loss']:.3f} -> {rows[-1]['loss']:.3f})")
+    expect(rows[-1]['loss'] < rows[0]['loss'],
+           f"the loss did not fall ({rows[0]['loss']:.3f} -> {rows[-1]['loss']:.3f})")
     steady = rows[1:] or rows
     return dict(loss_first=round(rows[0]['loss'], 4), loss_last=round(rows[-1]['loss'], 4),
                 val_loss_last=round(evals[-1]['val_loss'], 4) if evals else None,
@@ -239,20 +240,23 @@ def bench(ctx):
         table.setdefault((r['mode'], r['batch_size'], r['prompt_len']), {})[r['variant']] = r['tok_per_s']
     modes = {mode for mode, _, _ in table}
     expect(len(modes) == (4 if ctx['device'] == 'cuda' else 1), f"bench.py timed only {sorted(modes)}")
-    return dict(table=[dict(mode=mode, batch_size=B, prompt_len=T, **tok) for (mode, B, T), tok in table.items()])
+    return dict(table=[dict(mode=mode, batch_size=B, prompt_len=T, **tok)
+                       for (mode, B, T), tok in table.items()])
 
 
 def finetune(ctx, proto):
     g = ctx['scale']['gpt2']
     args = ['train.py', f'{ROOT}/config/finetune_gpt2_s_{proto}.py', f'--device={ctx["device"]}',
-            f'--init_from={ctx["gpt2_dir"]}', f'--data_dir={ctx["owt_data"]}', f'--out_dir={ctx["runs"]}/{proto}',
+            f'--init_from={ctx["gpt2_dir"]}', f'--data_dir={ctx["owt_data"]}',
+            f'--out_dir={ctx["runs"]}/{proto}',
             f'--n_layer={g["n_layer"]}', f'--n_head={g["n_head"]}', f'--n_embd={g["n_embd"]}',
             *ctx['scale']['finetune'], *(['--grad_checkpoint'] if proto == 'alltaper' else [])]
     sh(*args)
     metrics = train_metrics(f"{ctx['runs']}/{proto}")
     rows, evals = read_log(f"{ctx['runs']}/{proto}")
     if proto == 'fakeln':
-        expect(rows[-1]['removed'] == 3 * g['n_layer'] + 1, f"FakeLN removed {rows[-1]['removed']} LayerNorms")
+        expect(rows[-1]['removed'] == 3 * g['n_layer'] + 1,
+               f"FakeLN removed {rows[-1]['removed']} LayerNorms")
     if proto in ('internaltaper', 'alltaper'):
         expect(evals[-1]['eval_gate'] == 0.0, "the taper did not reach g = 0")
     return dict(metrics, plan_gb=planned_gb(args[1:]))
@@ -263,7 +267,8 @@ def fold(ctx, proto):
     run_dir = f"{ctx['runs']}/{proto}"
     out, _ = sh('fold.py', f'--out_dir={run_dir}', f'--export_hf={run_dir}/hf')
     diff, scale = map(float, re.search(r'\| = (\S+) on .*max \|logits\| (\S+),', out).groups())
-    expect(diff < 1e-4 * max(1.0, scale), f"folding changed the logits by {diff:.2e} (max |logits| {scale:.3g})")
+    expect(diff < 1e-4 * max(1.0, scale),
+           f"folding changed the logits by {diff:.2e} (max |logits| {scale:.3g})")
     ce = {}
     for ckpt in ('ckpt.pt', 'ckpt_folded.pt'):
         out, _ = sh('evaluate.py', f'--out_dir={run_dir}', f'--ckpt={ckpt}', f'--data_dir={ctx["owt_data"]}',
@@ -305,7 +310,8 @@ def environment(on_cuda):
     env = dict(torch=torch.__version__, python=sys.version.split()[0], device='cpu')
     if on_cuda:
         env.update(device=torch.cuda.get_device_name(0), gpus=torch.cuda.device_count(),
-                   cuda=torch.version.cuda, memory_gb=round(torch.cuda.get_device_properties(0).total_memory / 1e9, 1))
+                   cuda=torch.version.cuda,
+                   memory_gb=round(torch.cuda.get_device_properties(0).total_memory / 1e9, 1))
     return env
 
 
@@ -322,10 +328,12 @@ def markdown(env, results):
     for r in results:
         if r['step'] == 'bench' and r['ok']:
             lines += ['', '## Decoding (bench.py), tok/s; x = over Baseline', '',
-                      '| mode | B | T | Baseline | unfused | fused | paper (eager, H100) |', '|---|---|---|---|---|---|---|']
+                      '| mode | B | T | Baseline | unfused | fused | paper (eager, H100) |',
+                      '|---|---|---|---|---|---|---|']
             for row in r['metrics']['table']:
                 base = row['baseline']
-                cells = [f"{row[v]:,.0f} ({row[v] / base:.2f}x)" if v in row else '-' for v in ('unfused', 'fused')]
+                cells = [f"{row[v]:,.0f} ({row[v] / base:.2f}x)" if v in row else '-'
+                         for v in ('unfused', 'fused')]
                 paper = PAPER_TABLE2.get((row['batch_size'], row['prompt_len']))
                 paper = f"{paper[0]} / {paper[1]} / {paper[2]}" if paper and row['mode'] == 'eager' else ''
                 lines.append(f"| {row['mode']} | {row['batch_size']} | {row['prompt_len']} | {base:,.0f} | "

@@ -206,8 +206,9 @@ def describe(config, nproc=1, gpu_gb=80):
     width = max(len(name) for name, _ in rows)
     lines += [f"  {name:<{width}}  {value / GB:8.2f} GB" for name, value in rows]
     fits = parts['total'] <= FIT_FRACTION * gpu_gb * GB
-    lines.append(f"  {'fits a ' + str(gpu_gb) + ' GB GPU' if fits else 'does NOT fit a ' + str(gpu_gb) + ' GB GPU'}"
-                 f" ({parts['total'] / (gpu_gb * GB):.0%} of it; the limit is {FIT_FRACTION:.0%})")
+    verdict = 'fits' if fits else 'does NOT fit'
+    lines.append(f"  {verdict} a {gpu_gb} GB GPU ({parts['total'] / (gpu_gb * GB):.0%} of it; "
+                 f"the limit is {FIT_FRACTION:.0%})")
     return '\n'.join(lines)
 
 
