@@ -25,7 +25,7 @@ from dataclasses import replace
 import torch
 
 from fold import fold_model
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, greedy_step
 
 # -----------------------------------------------------------------------------
 ckpt = ''                 # a tapered checkpoint; default: the config below with random weights
@@ -102,30 +102,35 @@ def make_step(model, mode):
     return torch.compile(model.decode, fullgraph=True)
 
 
-class GraphedDecode:
-    """The whole greedy decode step (forward, argmax, position + 1) captured once as a CUDA graph over
-    the static KV cache; each token is then a single replay."""
+class GreedyDecode:
+    """Greedy tokens by model.py's greedy_step on static token and position buffers. With cuda_graph the
+    step (forward, argmax, position + 1) is captured once as a CUDA graph over the static KV cache,
+    and each token is a single replay; otherwise each token is a plain call of the same step."""
 
-    def __init__(self, step, batch):
+    def __init__(self, step, batch, cuda_graph):
+        self.step = step
         self.token = torch.zeros(batch, 1, dtype=torch.long, device=device)
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up outside the graph (allocations, autotuning)
-            for _ in range(3):
-                step(self.token, self.pos)
-        torch.cuda.current_stream().wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            logits = step(self.token, self.pos)
-            self.token.copy_(logits.argmax(dim=-1, keepdim=True))
-            self.pos.add_(1)
+        self.graph = None
+        if cuda_graph:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up outside the graph (allocations, autotuning)
+                for _ in range(3):
+                    greedy_step(step, self.token, self.pos)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                greedy_step(step, self.token, self.pos)
 
     def run(self, first_token, start_pos, n):
         self.token.copy_(first_token)
         self.pos.fill_(start_pos)
         for _ in range(n):
-            self.graph.replay()
+            if self.graph is None:
+                greedy_step(self.step, self.token, self.pos)
+            else:
+                self.graph.replay()
 
 
 class Generation:
@@ -136,9 +141,8 @@ class Generation:
         model.setup_cache(B, T + K)
         self.model, self.prompt, self.K = model, prompt, K
         self.prompt_pos = torch.arange(T, device=device)
-        self.positions = torch.arange(T, T + K, device=device).view(K, 1)
-        self.step = make_step(model, mode.removesuffix('+cuda_graph'))
-        self.graphed = GraphedDecode(self.step, B) if mode.endswith('cuda_graph') else None
+        self.decoder = GreedyDecode(make_step(model, mode.removesuffix('+cuda_graph')), B,
+                                    cuda_graph=mode.endswith('cuda_graph'))
 
     @torch.no_grad()
     def __call__(self):
@@ -148,11 +152,7 @@ class Generation:
         token = self.model.decode(self.prompt, self.prompt_pos).argmax(dim=-1, keepdim=True)
         sync()
         t1 = time.perf_counter()
-        if self.graphed is not None:
-            self.graphed.run(token, self.prompt.size(1), self.K)
-        else:
-            for i in range(self.K):
-                token = self.step(token, self.positions[i]).argmax(dim=-1, keepdim=True)
+        self.decoder.run(token, self.prompt.size(1), self.K)
         sync()
         return t1 - t0, time.perf_counter() - t1
 

@@ -779,3 +779,17 @@ class GPT(nn.Module):
         L, H, Q, T = cfg.n_layer, cfg.n_head, cfg.n_embd // cfg.n_head, cfg.block_size
         flops_per_token = 6 * self.get_num_params() + 12 * L * H * Q * T
         return flops_per_token * T * fwdbwd_per_iter / dt / peak_flops
+
+
+def greedy_step(decode, token, input_pos):
+    """
+    One greedy decoding step on static buffers, in place: token (B, 1) becomes the argmax of the
+    logits that decode(token, input_pos) returns, and input_pos (1,) moves on by one. decode is
+    GPT.decode (or a compiled copy of it). Every input and output stays where it is, so bench.py
+    captures this whole step once as a CUDA graph and replays it per token; elsewhere it is a plain
+    call.
+    """
+    logits = decode(token, input_pos)
+    token.copy_(logits.argmax(dim=-1, keepdim=True))
+    input_pos.add_(1)
+    return logits

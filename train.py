@@ -28,6 +28,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from memory import describe as describe_memory
 from model import GPT, GPTConfig, load_checkpoint
 
 # -----------------------------------------------------------------------------
@@ -95,6 +96,7 @@ dtype = 'bfloat16'        # 'bfloat16' (autocast) | 'float32'; the CPU always ru
 compile = False
 seed = 1337
 peak_flops = 989e12       # per device, for MFU (H100 SXM dense bf16)
+memory_plan = False       # print the memory plan (memory.py) and exit
 # -----------------------------------------------------------------------------
 from configurator import configure_globals  # noqa: E402
 
@@ -194,7 +196,7 @@ tokens_per_iter = world_batch * block_size
 device_type = 'cuda' if device.startswith('cuda') else 'cpu'
 ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 log_path = os.path.join(out_dir, 'log.jsonl')
-if init_from != 'resume' and not overwrite:
+if init_from != 'resume' and not overwrite and not memory_plan:  # a plan writes nothing
     held = [f for f in ('ckpt.pt', 'log.jsonl') if os.path.isfile(os.path.join(out_dir, f))]
     if held:
         fail(f"{out_dir} already holds a run ({', '.join(held)}): continue it with --init_from=resume, "
@@ -384,6 +386,10 @@ if fakeln:
     if not eval_only and not (0 <= min(steps) and max(steps) < max_iters):
         fail(f"the FakeLN removals run from step {min(steps)} to {max(steps)}, which must lie "
              f"inside the run's max_iters={max_iters}: move fakeln_start or raise max_iters")
+if master:
+    print(describe_memory(config, world_size if fsdp else 1))
+if memory_plan:
+    raise SystemExit(0)
 model.to(device)
 raw_model = model
 raw_model.grad_checkpoint = grad_checkpoint

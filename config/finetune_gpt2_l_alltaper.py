@@ -39,7 +39,7 @@ aux_weight = 0.1
 ema_rate = 0.1
 
 dtype = 'bfloat16'
-grad_checkpoint = False
+grad_checkpoint = True  # without it, 28 x 1024 needs over 80 GB (python memory.py)
 eval_interval = 50
 eval_iters = 20
 log_interval = 1

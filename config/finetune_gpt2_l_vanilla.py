@@ -35,7 +35,7 @@ taper = 'none'
 aux_loss = 'none'
 
 dtype = 'bfloat16'
-grad_checkpoint = False
+grad_checkpoint = True  # without it, 28 x 1024 needs over 80 GB (python memory.py)
 eval_interval = 50
 eval_iters = 20
 log_interval = 1

@@ -40,7 +40,7 @@ aux_loss = 'baroni'
 aux_weight = 0.01
 
 dtype = 'bfloat16'
-grad_checkpoint = True  # XL fits one 80 GB GPU with it
+grad_checkpoint = True  # XL fits one 80 GB GPU with it (python memory.py)
 eval_interval = 50
 eval_iters = 20
 log_interval = 1

@@ -39,7 +39,7 @@ aux_weight = 0.01
 ema_rate = 0.1
 
 dtype = 'bfloat16'
-grad_checkpoint = True  # XL fits one 80 GB GPU with it
+grad_checkpoint = True  # XL fits one 80 GB GPU with it (python memory.py)
 eval_interval = 50
 eval_iters = 20
 log_interval = 1

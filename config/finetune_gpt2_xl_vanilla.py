@@ -35,7 +35,7 @@ taper = 'none'
 aux_loss = 'none'
 
 dtype = 'bfloat16'
-grad_checkpoint = True  # XL fits one 80 GB GPU with it
+grad_checkpoint = True  # XL fits one 80 GB GPU with it (python memory.py)
 eval_interval = 50
 eval_iters = 20
 log_interval = 1

@@ -1,0 +1,266 @@
+"""
+The memory plan of a training run: what one GPU holds while train.py trains a config, computed
+before anything is allocated.
+
+    python memory.py config/finetune_gpt2_xl_alltaper.py                 # one GPU
+    python memory.py config/finetune_gpt2_xl_alltaper.py --nproc=8       # per rank, FSDP2 over 8 GPUs
+    python memory.py config/finetune_gpt2_l_vanilla.py --grad_checkpoint=False
+    python memory.py --summary config/finetune_gpt2_*.py                 # one row per config file
+
+Arguments are train.py's (config files, then --key=value), plus --nproc, --gpu_gb and --summary.
+train.py prints the same plan at startup; `--memory_plan` prints it and exits.
+
+The real model is built on the meta device (shapes, no storage), and so is its AdamW state, by one
+optimizer step on meta tensors. In the dtypes train.py uses:
+  weights, gradients       fp32 master copies, 4 + 4 bytes a parameter
+  AdamW                    exp_avg and exp_avg_sq in fp32, 8 bytes a parameter
+  autocast weight copies   bf16 casts of every matmul weight, 2 bytes each: autocast caches them for
+                           the forward and the linear layers save them for backward
+  activations              what autograd saves for backward, per micro-batch, from the formula in
+                           block_activations() and head_activations(); test_memory.py checks it
+                           against the tensors autograd actually saves
+  logits' transient        at the loss, the bf16 logits the caller holds plus two fp32 (B, T, V)
+                           buffers of log_softmax's backward; an estimate, not counted from autograd
+The total adds each part at its own peak, so it is an upper bound; the CUDA context (about 0.5 GB)
+and the allocator's fragmentation come on top, which is why a plan fits a GPU when its total stays
+under 90% of the GPU's memory.
+"""
+
+import os
+import sys
+
+import torch
+
+from configurator import configure
+from model import GPT, GPTConfig, SwiGLU
+
+GB = 1e9
+FIT_FRACTION = 0.9  # of the GPU's memory: the rest is the CUDA context and allocator slack
+
+
+def train_defaults():
+    """train.py's defaults: the block between its first two rulers, run on its own."""
+    ruler = '# ' + '-' * 77
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')) as f:
+        namespace = {}
+        exec(f.read().split(ruler)[1], namespace)
+    return {k: v for k, v in namespace.items() if not k.startswith('_')}
+
+
+def model_config(config):
+    """The GPTConfig train.py builds from a resolved config (the shape keys of the config files)."""
+    return GPTConfig(**{k: config[k] for k in GPTConfig.__dataclass_fields__ if k in config})
+
+
+def state_bytes(config):
+    """The real model and its optimizer, built on the meta device: parameters, and bytes of the
+    weights, of the AdamW state and of the weights outside the blocks (FSDP2's root unit); and the
+    elements of the matmul weights, which autocast copies to bf16."""
+    with torch.device('meta'):
+        model = GPT(model_config(config))
+    optimizer = model.configure_optimizers(config['weight_decay'], config['learning_rate'],
+                                           (config['beta1'], config['beta2']), 'cpu')
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    optimizer.step()  # allocates exp_avg, exp_avg_sq (and a step count) per parameter
+    params = sum(p.numel() for p in model.parameters())
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    adam = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values())
+    matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    root = sum(p.numel() * p.element_size() for name, p in model.named_parameters()
+               if not name.startswith('transformer.h.'))
+    return dict(params=params, weights=weights, adam=adam, root=root, matmul=matmul)
+
+
+def norm_activations(cfg, n):
+    """Bytes one norm saves besides its input h (fp32, counted with the residual stream), in the
+    phase that saves the most: the mixing phase of a taper (both branches), FakeLN's ln_1 between its
+    two removals. n = B T tokens, d = n_embd."""
+    d = cfg.n_embd
+    if cfg.norm == 'layernorm':
+        saved = 2 * 4 * n                    # mean and 1/sigma per token
+        if cfg.fakeln or cfg.taper != 'none':
+            saved += 4 * n * d               # h - mu_h, saved by the (h - mu_h) * c gammatilde product
+    else:
+        saved = 4 * n * d + 4 * n            # torch's composite rms_norm: h / r(h) and 1 / r(h);
+                                             # h * c gammatilde saves h itself
+    return saved
+
+
+def removed_fakeln_saves_less(n, d):
+    """FakeLN's largest phase has ln_1 between its Q/K and V removals (the real LayerNorm and the
+    fixed map both computed) and ln_2 and ln_f removed: a removed FakeLN keeps only h - mu_h, not its
+    input h nor mean and 1/sigma, the fp32 bytes counted for it as a real norm."""
+    return 4 * n * d + 2 * 4 * n
+
+
+def block_activations(cfg, n, a, autocast):
+    """
+    Bytes one block saves for backward, a = bytes of the compute dtype (2 under bf16 autocast).
+    Under autocast every linear layer saves its own bf16 copy of an fp32 input; without it, the
+    layers reading one tensor share it.
+        residual stream  h before ln_1 and before ln_2, fp32                  2 * 4 n d
+        norms            norm_activations() for ln_1 and ln_2 (FakeLN's ln_1 saves no more
+                         with two paths: its Q/K and V outputs share h - mu_h)
+        attention        QKV input, QKV output (q, k, v are views of it), the SDPA output (also
+                         c_proj's input) in a; its log-sum-exp, fp32 per head  (1 + 3 + 1) a n d + 4 n nh
+                         llama: q and k again after RoPE                      + 2 a n d
+                         FakeLN: the V path's input and its own v (QKV's output is still
+                         held whole by q and k), and the bf16 copy of the V weight rows
+                                                                              + 2 a n d + a d^2
+        MLP   gpt2       c_fc input, c_fc output, gelu output                 (1 + 4 + 4) a n d
+              llama      w1 and w3 inputs, w1 out, silu out, w3 out, product  (1 or 2) a n d + 4 a n hidden
+    """
+    d, nh = cfg.n_embd, cfg.n_head
+    saved = 2 * 4 * n * d + 2 * norm_activations(cfg, n)
+    saved += 5 * a * n * d + 4 * n * nh
+    if cfg.arch == 'llama':
+        saved += 2 * a * n * d
+    if cfg.fakeln:
+        saved += 2 * a * n * d + (a * d * d if autocast else 0)  # without autocast the rows are a view
+        saved -= removed_fakeln_saves_less(n, d)  # ln_2
+    if cfg.arch == 'gpt2':
+        saved += 9 * a * n * d
+    else:
+        with torch.device('meta'):
+            hidden = SwiGLU(cfg).w1.out_features
+        saved += (2 if autocast else 1) * a * n * d + 4 * a * n * hidden
+    return saved
+
+
+def head_activations(cfg, n, T, a, grad_checkpoint):
+    """
+    Bytes saved outside the blocks: the final norm and its fp32 input, s(h) for the scale loss
+    (eq. 5) or Baroni's, the head's input, log_softmax's fp32 output (B, T, V), and the token ids
+    (int64) read by the embedding and the loss. GPT-2's positions (int64) and RoPE's cos/sin (fp32,
+    T x hs each) are per T; checkpointed blocks hold cos/sin as arguments of their recomputation
+    instead, which autograd does not count as saved (a few hundred kB).
+    """
+    d, V = cfg.n_embd, cfg.vocab_size
+    saved = 4 * n * d + norm_activations(cfg, n) + a * n * d + 4 * n * V + 2 * 8 * n
+    if cfg.fakeln:
+        saved -= removed_fakeln_saves_less(n, d)  # ln_f
+    if cfg.aux_loss != 'none':  # s(h) = sqrt(mean(center(h)^2) + eps), then (s - target)^2
+        saved += (4 * n * d if cfg.norm == 'layernorm' else 0) + 2 * 4 * n
+    if cfg.arch == 'gpt2':
+        saved += 8 * T
+    elif not grad_checkpoint:
+        saved += 2 * 4 * T * (d // cfg.n_head)
+    return saved
+
+
+def saved_activations(cfg, B, T, autocast, grad_checkpoint=False):
+    """(blocks, head, one block): bytes autograd holds after the forward of one micro-batch, the
+    autocast weight copies apart. With activation checkpointing a block keeps only its fp32 input,
+    and one block's activations come back at a time in the backward pass."""
+    a = 2 if autocast else 4
+    n = B * T
+    block = block_activations(cfg, n, a, autocast)
+    blocks = cfg.n_layer * (4 * n * cfg.n_embd if grad_checkpoint else block)
+    return blocks, head_activations(cfg, n, T, a, grad_checkpoint), block
+
+
+def plan(config, nproc=1):
+    """{part: bytes} per GPU for a resolved train.py config; nproc > 1 (or fsdp) shards the weights,
+    gradients and AdamW state over the ranks as FSDP2 does."""
+    cfg = model_config(config)
+    autocast = config['device'].startswith('cuda') and config['dtype'] == 'bfloat16'
+    B, T, L = config['batch_size'], config['block_size'], cfg.n_layer
+    state = state_bytes(config)
+    blocks, head, block = saved_activations(cfg, B, T, autocast, config['grad_checkpoint'])
+    a = 2 if autocast else 4
+    parts = dict(params=state['params'])
+    shard = nproc if (nproc > 1 or config['fsdp']) else 1
+    parts['weights'] = state['weights'] / shard
+    parts['gradients'] = state['weights'] / shard
+    parts['adamw'] = state['adam'] / shard
+    if shard > 1 or config['fsdp']:
+        # FSDP2 without a mixed-precision policy gathers fp32 weights: the root unit (embeddings,
+        # ln_f, head) stays gathered, and two blocks are gathered at a time (one computing, one
+        # prefetched), with their unsharded fp32 gradients before the reduce-scatter.
+        per_block = (state['weights'] - state['root']) / L
+        parts['fsdp_gathered'] = state['root'] + 2 * 2 * per_block
+    # not sharded: autocast casts the gathered weights
+    parts['weight_copies'] = 2 * state['matmul'] if autocast else 0
+    parts['activations'] = blocks + head + (block if config['grad_checkpoint'] else 0)
+    parts['block'] = block
+    parts['logits_transient'] = (a + 2 * 4) * B * T * cfg.vocab_size
+    parts['total'] = sum(parts[k] for k in ('weights', 'gradients', 'adamw', 'fsdp_gathered',
+                                            'weight_copies', 'activations', 'logits_transient')
+                         if k in parts)
+    return parts
+
+
+def describe(config, nproc=1, gpu_gb=80):
+    """The plan as a table, ending with whether it fits a GPU of gpu_gb."""
+    parts = plan(config, nproc)
+    autocast = config['device'].startswith('cuda') and config['dtype'] == 'bfloat16'
+    sharded = nproc > 1 or config['fsdp']
+    L = config['n_layer']
+    B, T = config['batch_size'], config['block_size']
+    checkpointing = 'activation checkpointing' if config['grad_checkpoint'] else 'no activation checkpointing'
+    lines = [f"memory plan: {parts['params']:,} parameters, micro-batch {B} x {T}, "
+             f"{'bf16 autocast' if autocast else 'float32'}, {checkpointing}, "
+             + (f"per rank of {nproc} under FSDP2" if sharded else "one GPU")]
+    rows = [('weights (fp32)', parts['weights']), ('gradients (fp32)', parts['gradients']),
+            ('AdamW exp_avg + exp_avg_sq (fp32)', parts['adamw'])]
+    if 'fsdp_gathered' in parts:
+        rows.append(('FSDP2 gathered units (fp32)', parts['fsdp_gathered']))
+    if autocast:
+        rows.append(('bf16 weight copies (autocast)', parts['weight_copies']))
+    how = (f"{L} block inputs + 1 block recomputed" if config['grad_checkpoint']
+           else f"{L} blocks x {parts['block'] / GB:.3f} GB")
+    rows += [(f"activations ({how}) + head", parts['activations']),
+             ('logits and their gradient (transient)', parts['logits_transient']),
+             ('total', parts['total'])]
+    width = max(len(name) for name, _ in rows)
+    lines += [f"  {name:<{width}}  {value / GB:8.2f} GB" for name, value in rows]
+    fits = parts['total'] <= FIT_FRACTION * gpu_gb * GB
+    verdict = 'fits' if fits else 'does NOT fit'
+    lines.append(f"  {verdict} a {gpu_gb} GB GPU ({parts['total'] / (gpu_gb * GB):.0%} of it; "
+                 f"the limit is {FIT_FRACTION:.0%})")
+    return '\n'.join(lines)
+
+
+def resolve(argv):
+    """train.py's resolved config for argv (config files, --key=value)."""
+    return configure(train_defaults(), argv)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    own = {'nproc': 1, 'gpu_gb': 80, 'summary': False}
+    rest = []
+    for arg in argv:
+        key, has_value, value = arg[2:].partition('=')
+        if not (arg.startswith('--') and key in own):
+            rest.append(arg)
+        elif key == 'summary':
+            own[key] = True
+        elif not value.isdigit():
+            raise SystemExit(f"{arg}: --{key} takes a whole number, e.g. --{key}=8")
+        else:
+            own[key] = int(value)
+    nproc, gpu_gb = own['nproc'], own['gpu_gb']
+    if not own['summary']:
+        config = resolve(rest)
+        print(describe(config, nproc, gpu_gb))
+        return
+    files = [a for a in rest if not a.startswith('--')]
+    flags = [a for a in rest if a.startswith('--')]
+    print(f"| config | parameters | micro-batch | checkpointing | weights, grads, AdamW, bf16 copies | "
+          f"activations + logits | total | {gpu_gb} GB GPU |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path in files:
+        config = resolve([path, *flags])
+        p = plan(config, nproc)
+        state = p['weights'] + p['gradients'] + p['adamw'] + p.get('fsdp_gathered', 0) + p['weight_copies']
+        fits = p['total'] <= FIT_FRACTION * gpu_gb * GB
+        print(f"| `{path}` | {p['params'] / 1e6:,.0f}M | {config['batch_size']} x {config['block_size']} "
+              f"| {'yes' if config['grad_checkpoint'] else 'no'} | {state / GB:.1f} GB "
+              f"| {(p['activations'] + p['logits_transient']) / GB:.1f} GB | {p['total'] / GB:.1f} GB "
+              f"| {'fits' if fits else 'does not fit'} ({p['total'] / (gpu_gb * GB):.0%}) |")
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,53 @@
+"""
+gpu_check.py's orchestration on the CPU, at toy size: its steps run the real scripts, read their
+results into the report, record a failing step and go on to the next. On a GPU the same steps run
+the CUDA paths.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent
+
+
+def gpu_check(*args):
+    return subprocess.run([sys.executable, str(ROOT / 'gpu_check.py'), *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='this machine has CUDA')
+def test_without_cuda_it_stops_with_one_sentence():
+    proc = gpu_check()
+    assert proc.returncode == 1 and proc.stderr.strip().count('\n') == 0
+    assert 'CUDA is not available' in proc.stderr
+
+
+def test_steps_run_the_scripts_and_a_failure_does_not_stop_the_rest(tmp_path):
+    steps = 'data,train_eager,bench,finetune_alltaper,fold_alltaper,fsdp'
+    proc = gpu_check('--device=cpu', f'--out_dir={tmp_path}', f'--only={steps}')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = {r['step']: r for r in json.load(open(tmp_path / 'report.json'))['steps']}
+    assert list(report) == steps.split(',') and all(r['ok'] for r in report.values())
+    train = report['train_eager']['metrics']
+    assert train['loss_last'] < train['loss_first'] and train['gates'][0] == 0.0 and train['plan_gb'] > 0
+    assert train['tok_per_s'] > 0
+    bench = report['bench']['metrics']['table']
+    assert bench[0]['mode'] == 'eager' and {'baseline', 'unfused', 'fused'} <= bench[0].keys()
+    fold = report['fold_alltaper']['metrics']
+    assert fold['ce_folded'] == pytest.approx(fold['ce'], rel=1e-5)  # float32 on the CPU
+    assert report['fsdp']['metrics']['ranks'] == 1
+    md = (tmp_path / 'report.md').read_text()
+    assert '| fold_alltaper | ok |' in md and '## Decoding (bench.py)' in md
+
+    # every script now runs out of time: both steps fail, are recorded, and the others' results stay
+    proc = gpu_check('--device=cpu', f'--out_dir={tmp_path}', '--only=train_eager,fsdp', '--timeout=1')
+    assert proc.returncode == 1 and 'failed: train_eager, fsdp' in proc.stdout
+    again = {r['step']: r for r in json.load(open(tmp_path / 'report.json'))['steps']}
+    assert list(again) == steps.split(',')
+    assert [s for s, r in again.items() if not r['ok']] == ['train_eager', 'fsdp']
+    assert 'TimeoutExpired' in again['fsdp']['error'] and again['bench'] == report['bench']

@@ -1,0 +1,159 @@
+"""
+The memory plan (memory.py) against what autograd really keeps: its activation formula is checked
+against the tensors saved for backward, counted with saved_tensors_hooks on the CPU, in float32 and
+under bf16 autocast; and the GPT-2 XL fine-tuning configs are checked against one 80 GB GPU.
+"""
+
+import weakref
+
+import pytest
+import torch
+
+import memory
+from model import GPT, GPTConfig
+
+CASES = [  # (arch, norm, protocol): the phase that saves the most, as memory.py assumes
+    ('gpt2', 'layernorm', 'none'), ('gpt2', 'layernorm', 'all'), ('gpt2', 'layernorm', 'fakeln'),
+    ('llama', 'rmsnorm', 'none'), ('llama', 'rmsnorm', 'internal'),
+]
+
+
+def in_largest_phase(arch, norm, protocol):
+    """A 2-layer model in the phase memory.py plans for: mid-taper (both branches) with the scale
+    loss on, or FakeLN's ln_1 between the removals of its two paths."""
+    torch.manual_seed(0)
+    cfg = GPTConfig(arch=arch, norm=norm, n_layer=2, n_head=4, n_embd=48, vocab_size=136,
+                    block_size=40, taper=protocol if protocol in ('internal', 'all') else 'none',
+                    fakeln=protocol == 'fakeln', eot_token=3,
+                    aux_loss={'none': 'none', 'fakeln': 'baroni'}.get(protocol, 'fixed'))
+    model = GPT(cfg).train()
+    idx = torch.randint(0, cfg.vocab_size, (3, 40))
+    model(idx, idx)
+    model.step_emas()
+    if protocol in ('internal', 'all'):
+        model.start_taper()
+        model.set_gate(0.5)
+    if protocol == 'fakeln':  # ln_2, ln_f and ln_1's Q/K path removed; ln_1's V path still real
+        for m in model.fakelns():
+            m.remove(0)
+    return model
+
+
+def measured_saved_bytes(model, idx, targets, autocast):
+    """Bytes of the distinct storages autograd holds for backward after one forward, parameters
+    excluded (the bf16 copies autocast makes of them are included)."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved = []
+
+    def pack(t):
+        alias = t.detach()  # a reference to t itself would make a cycle through its grad_fn
+        saved.append(weakref.ref(alias))
+        return alias
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+            torch.autocast('cpu', torch.bfloat16, enabled=autocast):
+        _, loss, _ = model(idx, targets, return_stats=True)
+    storages = {}
+    for ref in saved:
+        t = ref()
+        if t is not None and t.untyped_storage().data_ptr() not in params:
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(storages.values()), loss
+
+
+@pytest.mark.parametrize('grad_checkpoint', [False, True], ids=['', 'checkpointed'])
+@pytest.mark.parametrize('autocast', [False, True], ids=['float32', 'bf16'])
+@pytest.mark.parametrize('arch,norm,protocol', CASES)
+def test_activation_formula_matches_what_autograd_saves(arch, norm, protocol, autocast, grad_checkpoint):
+    model = in_largest_phase(arch, norm, protocol)
+    model.grad_checkpoint = grad_checkpoint
+    B, T = 3, 40
+    idx = torch.randint(0, model.config.vocab_size, (B, T), generator=torch.Generator().manual_seed(1))
+    targets = torch.randint(0, model.config.vocab_size, (B, T), generator=torch.Generator().manual_seed(2))
+    measured, loss = measured_saved_bytes(model, idx, targets, autocast)
+    blocks, head, _ = memory.saved_activations(model.config, B, T, autocast, grad_checkpoint)
+    # autocast's bf16 weight copies that stay saved: every matmul weight, or only the head's when
+    # the blocks are checkpointed (theirs are cast again when a block is recomputed)
+    saved_weights = [model.lm_head] if grad_checkpoint else \
+        [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    planned = blocks + head + (2 * sum(m.weight.numel() for m in saved_weights) if autocast else 0)
+    # The formula leaves out tensors of size d or smaller (c gammatilde, c, the gate, masks): well
+    # under 1% here, while its smallest (B, T, d) term is about 2% of the total.
+    assert planned == pytest.approx(measured, rel=0.01), (planned, measured)
+    assert torch.isfinite(loss)
+
+
+def test_weights_and_adamw_state_are_those_of_a_real_optimizer_step():
+    """The meta-device count against a real model and torch's AdamW after one step, on the CPU."""
+    config = memory.resolve(['--arch=gpt2', '--norm=layernorm', '--n_layer=2', '--n_head=2',
+                             '--n_embd=32', '--vocab_size=80', '--block_size=16', '--taper=all'])
+    state = memory.state_bytes(config)
+    params, weights, adam = state['params'], state['weights'], state['adam']
+    model = GPT(memory.model_config(config))
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long))[1].backward()
+    for p in model.parameters():  # gammatilde gets gradients from taper start on
+        p.grad = torch.zeros_like(p) if p.grad is None else p.grad
+    optimizer.step()
+    real = [t for state in optimizer.state.values() for t in state.values()]
+    assert params == sum(p.numel() for p in model.parameters()) and weights == 4 * params
+    assert adam == sum(t.numel() * t.element_size() for t in real)
+    assert adam - 8 * params == 4 * len(optimizer.state)  # exp_avg, exp_avg_sq, and a step count each
+
+
+@pytest.mark.parametrize('size', ['l', 'xl'])
+@pytest.mark.parametrize('proto', ['vanilla', 'fakeln', 'internaltaper', 'alltaper'])
+def test_gpt2_l_and_xl_configs_fit_one_80gb_gpu_at_the_papers_batch(size, proto):
+    """App. D's global batch (L 28 x 18, XL 18 x 28 sequences of 1024) on one 80 GB GPU, as
+    configured: the plan's total stays under 90% of it."""
+    config = memory.resolve([f'config/finetune_gpt2_{size}_{proto}.py'])
+    assert config['batch_size'] * config['gradient_accumulation_steps'] == 504
+    parts = memory.plan(config)
+    assert parts['total'] < memory.FIT_FRACTION * 80 * memory.GB
+    # the plan is not vacuous: XL's fp32 weights, gradients and AdamW alone are 16 bytes a parameter
+    assert parts['weights'] + parts['gradients'] + parts['adamw'] >= 16 * parts['params']
+
+
+def test_fsdp_shards_the_state_over_ranks():
+    """Per rank under FSDP2, weights, gradients and AdamW state are 1/N of one GPU's."""
+    config = memory.resolve(['config/finetune_gpt2_xl_alltaper.py'])
+    one, eight = memory.plan(config), memory.plan(config, nproc=8)
+    for part in ('weights', 'gradients', 'adamw'):
+        assert eight[part] == pytest.approx(one[part] / 8)
+    assert eight['activations'] == one['activations'] and eight['total'] < one['total']
+
+
+def test_train_prints_the_plan_and_exits_with_memory_plan(tmp_path):
+    import subprocess
+    import sys
+    import numpy as np
+    for split in ('train', 'val'):
+        np.random.default_rng(0).integers(0, 64, 4096, dtype=np.uint16).tofile(tmp_path / f'{split}.bin')
+    proc = subprocess.run([sys.executable, 'train.py', '--device=cpu', f'--data_dir={tmp_path}',
+                           f'--out_dir={tmp_path / "out"}', '--vocab_size=64', '--n_layer=2',
+                           '--n_embd=32', '--n_head=2', '--block_size=32', '--max_iters=2', '--taper=none',
+                           '--aux_loss=none', '--warmup_iters=1', '--lr_decay_iters=2', '--memory_plan'],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert 'memory plan:' in proc.stdout and 'float32' in proc.stdout
+    assert not (tmp_path / 'out' / 'log.jsonl').exists()  # it stopped before training
+
+
+def test_readme_memory_table_is_memory_py_output(capsys):
+    """The README's memory table is what the command written above it prints."""
+    import re
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parent / 'README.md').read_text()
+    command = re.search(r'`python memory\.py (--summary [^`]+)`', readme.replace('\n', ' ')).group(1)
+    args = [a for arg in command.split() for a in expand_braces(arg)]
+    memory.main(args)
+    assert capsys.readouterr().out.strip() in readme
+
+
+def expand_braces(arg):
+    """The shell's {a,b} expansion, for the one brace group a README command may hold."""
+    import re
+    match = re.search(r'\{([^}]*)\}', arg)
+    if not match:
+        return [arg]
+    return [arg[:match.start()] + choice + arg[match.end():] for choice in match.group(1).split(',')]
