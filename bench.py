@@ -1,12 +1,14 @@
 """
 KV-cached decoding throughput, the paper's Table 2 (Sec. 4.2): Baseline (RMSNorm), Internal-Taper
 unfused (the g = 0 scalings as explicit elementwise ops) and Internal-Taper fused (folded into the
-weights, norms gone).
+weights, norms gone), and beside them DyT (Zhu et al. 2025), the norm-free model no fold can simplify.
+With --train, the cost of one training step instead, which the paper does not report.
 
     python bench.py                          # the paper's table (B = 1, 4; T = 128, 256), eager
     python bench.py --fused                  # fused vs Baseline only
     python bench.py --compile --cuda_graph   # also torch.compile, a captured decode step, and both
     python bench.py --batch_size=1 --prompt_len=128 --device=cpu --hf   # + transformers' Llama
+    python bench.py --train --compile        # one optimizer step in each phase of a taper, and DyT
 
 The model is the 30M d = 512 TinyStories config with random weights (speed does not depend on their
 values), or --ckpt=path for a tapered checkpoint. bf16 + TF32 on CUDA, float32 on the CPU. Each row:
@@ -14,12 +16,20 @@ a warm-up, then `repeats` timed generations of max_new_tokens greedy tokens afte
 prompt_len; prefill and decode are timed apart, the device synchronized before each clock read, and
 the median reported. tok/s = generated tokens x batch / decode time. How much folding buys depends
 on launch overhead, so every mode gets its own table. The last line is JSON for scripts.
+
+--train times one optimizer step of train.py's loop (forward with the logged statistics, backward,
+grad clip, AdamW, step_emas) on a random batch of batch_size x block_size tokens (16 x 512 by
+default, App. C) for Baseline, DyT, and Internal-Taper and All-Taper (+aux) in each phase: calibrating
+(g = 1 before taper start, eq. 4's statistics gathered), mid-taper (g = 0.5, both branches) and g = 0.
+All variants take turns within every repeat; x is the median over repeats of each repeat's step-time
+ratio to Baseline, so drift of a shared machine cancels.
 """
 
 import json
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 
 import torch
@@ -34,7 +44,7 @@ n_head = 16
 n_embd = 512
 vocab_size = 10000
 block_size = 512
-batch_size = 0            # 0: the paper's 1 and 4
+batch_size = 0            # 0: the paper's 1 and 4 (decoding), 16 (--train)
 prompt_len = 0            # 0: the paper's 128 and 256
 max_new_tokens = 128
 repeats = 5
@@ -42,6 +52,7 @@ fused = False             # the shortcut: Baseline and fused only
 compile = False           # add a torch.compile table
 cuda_graph = False        # add a table with the whole decode step captured as one CUDA graph
 hf = False                # also time transformers' LlamaForCausalLM.generate on the Baseline config
+train = False             # time one training step per variant instead of decoding
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = ''                # '' = bfloat16 on CUDA, float32 on the CPU; or 'bfloat16' / 'float32'
 seed = 0
@@ -54,6 +65,9 @@ if device.startswith('cuda') and not torch.cuda.is_available():
     raise SystemExit("CUDA is not available on this machine: run with --device=cpu")
 if cuda_graph and not device.startswith('cuda'):
     raise SystemExit("--cuda_graph needs a CUDA device")
+if train and (cuda_graph or hf or ckpt or fused):
+    raise SystemExit("--train times random-weight models in eager mode and with --compile: drop "
+                     "--cuda_graph, --hf, --ckpt and --fused")
 on_cuda = device.startswith('cuda')
 if dtype not in ('', 'bfloat16', 'float32'):
     raise SystemExit(f"dtype={dtype!r} is not supported: use 'bfloat16' or 'float32'")
@@ -72,7 +86,7 @@ def sync():
 
 @torch.no_grad()
 def build_variants():
-    """{'baseline', 'unfused', 'fused'} -> GPT, on the device in the benchmark dtype."""
+    """{'baseline', 'dyt', 'unfused', 'fused'} -> GPT, on the device in the benchmark dtype."""
     if ckpt:
         try:
             tapered = GPT.from_checkpoint(ckpt, arch='llama')
@@ -88,10 +102,11 @@ def build_variants():
         tapered.step_emas()
         tapered.start_taper()
     tapered.set_gate(0.0)
-    variants = dict(baseline=GPT(replace(tapered.config, taper='none', aux_loss='none')),
+    baseline = replace(tapered.config, taper='none', aux_loss='none')
+    variants = dict(baseline=GPT(baseline), dyt=GPT(replace(baseline, norm='dyt')),
                     unfused=tapered, fused=fold_model(tapered))
     if fused:
-        del variants['unfused']
+        variants = {name: variants[name] for name in ('baseline', 'fused')}
     return {name: m.to(device=device, dtype=dtype).eval() for name, m in variants.items()}
 
 
@@ -204,6 +219,81 @@ def time_against_hf(baseline, B, T, K):
     return statistics.median(t[0] for t in times), statistics.median(t[1] for t in times)
 
 
+# --- the training step (--train) -----------------------------------------------------------------
+
+def train_variants(tokens):
+    """{name: GPT in training mode, float32}: Baseline, then each phase of both tapers, then DyT."""
+    cfg = GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab_size,
+                    block_size=block_size)
+    variants = dict(baseline=GPT(cfg))
+    for taper in ('internal', 'all'):
+        for gate in (1.0, 0.5, 0.0):
+            model = GPT(replace(cfg, taper=taper, aux_loss='fixed')).to(device).train()
+            if gate < 1.0:  # past taper start: statistics from one step at g = 1, then c and s_tgt
+                model(tokens, tokens)
+                model.step_emas()
+                model.start_taper()
+                model.set_gate(gate)
+            variants[f"{taper}+aux " + ('calibrating' if gate == 1.0 else f"g={gate:g}")] = model
+    variants['dyt'] = GPT(replace(cfg, norm='dyt'))
+    return {name: m.to(device).train() for name, m in variants.items()}
+
+
+class TrainStep:
+    """One optimizer step of train.py's loop on a fixed batch, timed: forward (with the logged
+    statistics), backward, grad clip, AdamW, and the EMA step."""
+
+    def __init__(self, model, mode, X, Y):
+        self.model, self.X, self.Y = model, X, Y
+        self.forward = torch.compile(model) if mode == 'compile' else model
+        self.optimizer = model.configure_optimizers(0.0, 3e-4, (0.9, 0.95), 'cuda' if on_cuda else 'cpu')
+        # as train.py: float32 weights, bf16 autocast on CUDA
+        self.ctx = torch.autocast('cuda', dtype=dtype) if on_cuda and dtype != torch.float32 else nullcontext()
+
+    def __call__(self):
+        sync()
+        t0 = time.perf_counter()
+        with self.ctx:
+            _, loss, stats = self.forward(self.X, self.Y, return_stats=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.model.step_emas()
+        sync()
+        return time.perf_counter() - t0
+
+
+def train_benchmark():
+    """Print the training-step table for each mode; return its rows."""
+    B = batch_size or 16
+    tokens = B * block_size
+    X, Y = torch.randint(0, vocab_size, (2, B, block_size), device=device)
+    print(f"one training step, d = {n_embd}, {n_layer} layers, B = {B}, T = {block_size}, {device}, "
+          f"{str(dtype).removeprefix('torch.')}, median of {repeats}; x = step time / Baseline's")
+    rows = []
+    for mode in ['eager'] + ['compile'] * compile:
+        steps = {name: TrainStep(m, mode, X, Y) for name, m in train_variants(X).items()}
+        times = {name: [] for name in steps}
+        for r in range(repeats + 1):  # the first round warms up (compiles, allocates AdamW state)
+            for name, step in steps.items():
+                measured = step()
+                if r > 0:
+                    times[name].append(measured)
+        print(f"\n{mode}\n{'variant':<24} {'ms/step':>9} {'tok/s':>9} {'x':>6}")
+        for name, ts in times.items():
+            seconds = statistics.median(ts)
+            ratio = statistics.median(t / b for t, b in zip(ts, times['baseline']))
+            print(f"{name:<24} {1e3 * seconds:9.1f} {tokens / seconds:9,.0f} {ratio:6.3f}", flush=True)
+            rows.append(dict(mode=mode, variant=name, batch_size=B, block_size=block_size,
+                             step_ms=round(1e3 * seconds, 2), tok_per_s=round(tokens / seconds, 1),
+                             ratio=round(ratio, 4)))
+    return rows
+
+
+if train:
+    print(json.dumps(dict(rows=train_benchmark())))
+    sys.exit()
 variants = build_variants()
 settings = [(B, T) for B in ([batch_size] if batch_size else [1, 4])
             for T in ([prompt_len] if prompt_len else [128, 256])]
