@@ -118,6 +118,21 @@ def test_training_in_each_setting(runs, name):
     assert model.gate.item() == 0.0 and model.started
 
 
+def test_training_a_dyt_model(data_dir, tmp_path):
+    """train.py trains the DyT comparison (norm='dyt') in the same loop: loss falls, and every alpha
+    moves off its init."""
+    refused = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--norm=dyt', check=False)
+    assert refused.returncode != 0 and 'Traceback' not in refused.stderr  # train.py's default taper
+    assert "norm='dyt' leaves no norm to taper" in refused.stderr.strip().splitlines()[-1]
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--norm=dyt', '--taper=none',
+        '--aux_loss=none')
+    train, evals = read_log(tmp_path)
+    assert train[-1]['loss'] < train[0]['loss'] - 0.5 and evals[-1]['val_loss'] < evals[0]['val_loss'] - 0.5
+    model = GPT.from_checkpoint(str(tmp_path / 'ckpt.pt'), norm='dyt')
+    alphas = [m.alpha.item() for m in model.modules() if hasattr(m, 'alpha')]
+    assert len(alphas) == 5 and all(a not in (0.8, 0.2) for a in alphas)
+
+
 def test_all_taper_without_aux_chases_logits(runs):
     """Prop. 2 in training: without an anchor, All-Taper's logit norm runs far past the anchored runs'."""
     peak = {name: max(r['logit_norm'] for r in read_log(runs / name)[0]) for name in SETTINGS}

@@ -210,7 +210,10 @@ log_path = os.path.join(out_dir, 'log.jsonl')
 iter_num = 0
 checkpoint = None
 if init_from == 'scratch':
-    model = GPT(GPTConfig(**model_args))
+    try:
+        model = GPT(GPTConfig(**model_args))
+    except ValueError as e:  # settings that do not go together, e.g. norm='dyt' with a taper
+        raise SystemExit(f"cannot build the model: {e}") from None
 elif init_from == 'resume':
     try:
         checkpoint = load_checkpoint(ckpt_path, device)
