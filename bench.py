@@ -261,7 +261,7 @@ class TrainStep:
         sync()
         t0 = clock()
         with self.ctx:
-            _, loss, stats = self.forward(self.X, self.Y, return_stats=True)
+            loss = self.forward(self.X, self.Y, return_stats=True)[1]  # the stats train.py logs
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
