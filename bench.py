@@ -1,12 +1,14 @@
 """
 KV-cached decoding throughput, the paper's Table 2 (Sec. 4.2): Baseline (RMSNorm), Internal-Taper
 unfused (the g = 0 scalings as explicit elementwise ops) and Internal-Taper fused (folded into the
-weights, norms gone).
+weights, norms gone), and beside them DyT (Zhu et al. 2025), the norm-free model no fold can simplify.
+With --train, the cost of one training step instead, which the paper does not report.
 
     python bench.py                          # the paper's table (B = 1, 4; T = 128, 256), eager
     python bench.py --fused                  # fused vs Baseline only
     python bench.py --compile --cuda_graph   # also torch.compile, a captured decode step, and both
     python bench.py --batch_size=1 --prompt_len=128 --device=cpu --hf   # + transformers' Llama
+    python bench.py --train --compile        # one optimizer step in each phase of a taper, and DyT
 
 The model is the 30M d = 512 TinyStories config with random weights (speed does not depend on their
 values), or --ckpt=path for a tapered checkpoint. bf16 + TF32 on CUDA, float32 on the CPU. Each row:
@@ -14,12 +16,21 @@ a warm-up, then `repeats` timed generations of max_new_tokens greedy tokens afte
 prompt_len; prefill and decode are timed apart, the device synchronized before each clock read, and
 the median reported. tok/s = generated tokens x batch / decode time. How much folding buys depends
 on launch overhead, so every mode gets its own table. The last line is JSON for scripts.
+
+--train times one optimizer step of train.py's loop (forward with the logged statistics, backward,
+grad clip, AdamW, step_emas) on a random batch of batch_size x block_size tokens (16 x 512 by
+default, App. C) for Baseline, DyT, and Internal-Taper and All-Taper (+aux) in each phase: calibrating
+(g = 1 before taper start, eq. 4's statistics gathered), mid-taper (g = 0.5, both branches) and g = 0.
+All variants take turns within every repeat; x is the median over repeats of each repeat's step-time
+ratio to Baseline, so drift of a shared machine cancels. On a CPU that others use too, --cpu_time
+(with OMP_NUM_THREADS=1) counts the process's own CPU time instead of wall time, in every table.
 """
 
 import json
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 
 import torch
@@ -34,7 +45,7 @@ n_head = 16
 n_embd = 512
 vocab_size = 10000
 block_size = 512
-batch_size = 0            # 0: the paper's 1 and 4
+batch_size = 0            # 0: the paper's 1 and 4 (decoding), 16 (--train)
 prompt_len = 0            # 0: the paper's 128 and 256
 max_new_tokens = 128
 repeats = 5
@@ -42,6 +53,8 @@ fused = False             # the shortcut: Baseline and fused only
 compile = False           # add a torch.compile table
 cuda_graph = False        # add a table with the whole decode step captured as one CUDA graph
 hf = False                # also time transformers' LlamaForCausalLM.generate on the Baseline config
+train = False             # time one training step per variant instead of decoding
+cpu_time = False          # on one CPU thread: count the process's CPU time, not wall time
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = ''                # '' = bfloat16 on CUDA, float32 on the CPU; or 'bfloat16' / 'float32'
 seed = 0
@@ -54,6 +67,11 @@ if device.startswith('cuda') and not torch.cuda.is_available():
     raise SystemExit("CUDA is not available on this machine: run with --device=cpu")
 if cuda_graph and not device.startswith('cuda'):
     raise SystemExit("--cuda_graph needs a CUDA device")
+if train and (cuda_graph or hf or ckpt or fused):
+    raise SystemExit("--train times random-weight models in eager mode and with --compile: drop "
+                     "--cuda_graph, --hf, --ckpt and --fused")
+if cpu_time and (device != 'cpu' or torch.get_num_threads() != 1):
+    raise SystemExit("--cpu_time counts one CPU thread: run with OMP_NUM_THREADS=1 and --device=cpu")
 on_cuda = device.startswith('cuda')
 if dtype not in ('', 'bfloat16', 'float32'):
     raise SystemExit(f"dtype={dtype!r} is not supported: use 'bfloat16' or 'float32'")
@@ -63,6 +81,9 @@ if on_cuda:
     torch.backends.cudnn.allow_tf32 = True
 torch._dynamo.config.recompile_limit = 64  # decode compiles once per variant and batch shape
 torch.manual_seed(seed)
+# On a CPU shared with other work, wall time also counts the time the OS gives to others; the CPU
+# time of a one-thread process counts only this step's own work.
+clock = time.process_time if cpu_time else time.perf_counter
 
 
 def sync():
@@ -72,7 +93,7 @@ def sync():
 
 @torch.no_grad()
 def build_variants():
-    """{'baseline', 'unfused', 'fused'} -> GPT, on the device in the benchmark dtype."""
+    """{'baseline', 'dyt', 'unfused', 'fused'} -> GPT, on the device in the benchmark dtype."""
     if ckpt:
         try:
             tapered = GPT.from_checkpoint(ckpt, arch='llama')
@@ -88,10 +109,11 @@ def build_variants():
         tapered.step_emas()
         tapered.start_taper()
     tapered.set_gate(0.0)
-    variants = dict(baseline=GPT(replace(tapered.config, taper='none', aux_loss='none')),
+    baseline = replace(tapered.config, taper='none', aux_loss='none')
+    variants = dict(baseline=GPT(baseline), dyt=GPT(replace(baseline, norm='dyt')),
                     unfused=tapered, fused=fold_model(tapered))
     if fused:
-        del variants['unfused']
+        variants = {name: variants[name] for name in ('baseline', 'fused')}
     return {name: m.to(device=device, dtype=dtype).eval() for name, m in variants.items()}
 
 
@@ -148,13 +170,13 @@ class Generation:
     def __call__(self):
         """(prefill seconds, decode seconds)."""
         sync()
-        t0 = time.perf_counter()
+        t0 = clock()
         token = self.model.decode(self.prompt, self.prompt_pos).argmax(dim=-1, keepdim=True)
         sync()
-        t1 = time.perf_counter()
+        t1 = clock()
         self.decoder.run(token, self.prompt.size(1), self.K)
         sync()
-        return t1 - t0, time.perf_counter() - t1
+        return t1 - t0, clock() - t1
 
 
 @torch.no_grad()
@@ -190,11 +212,11 @@ def time_against_hf(baseline, B, T, K):
 
     def hf_generate():
         sync()
-        t0 = time.perf_counter()
+        t0 = clock()
         hf_model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=K,
                           min_new_tokens=K, do_sample=False, pad_token_id=0)
         sync()
-        return time.perf_counter() - t0
+        return clock() - t0
 
     times = []
     for r in range(repeats + 1):
@@ -204,6 +226,82 @@ def time_against_hf(baseline, B, T, K):
     return statistics.median(t[0] for t in times), statistics.median(t[1] for t in times)
 
 
+# --- the training step (--train) -----------------------------------------------------------------
+
+def train_variants(tokens):
+    """{name: GPT in training mode, float32}: Baseline, then each phase of both tapers, then DyT."""
+    cfg = GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab_size,
+                    block_size=block_size)
+    variants = dict(baseline=GPT(cfg))
+    for taper in ('internal', 'all'):
+        for gate in (1.0, 0.5, 0.0):
+            model = GPT(replace(cfg, taper=taper, aux_loss='fixed')).to(device).train()
+            if gate < 1.0:  # past taper start: statistics from one step at g = 1, then c and s_tgt
+                model(tokens, tokens)
+                model.step_emas()
+                model.start_taper()
+                model.set_gate(gate)
+            variants[f"{taper}+aux " + ('calibrating' if gate == 1.0 else f"g={gate:g}")] = model
+    variants['dyt'] = GPT(replace(cfg, norm='dyt'))
+    return {name: m.to(device).train() for name, m in variants.items()}
+
+
+class TrainStep:
+    """One optimizer step of train.py's loop on a fixed batch, timed: forward (with the logged
+    statistics), backward, grad clip, AdamW, and the EMA step."""
+
+    def __init__(self, model, mode, X, Y):
+        self.model, self.X, self.Y = model, X, Y
+        self.forward = torch.compile(model) if mode == 'compile' else model
+        self.optimizer = model.configure_optimizers(0.0, 3e-4, (0.9, 0.95), 'cuda' if on_cuda else 'cpu')
+        # as train.py: float32 weights, bf16 autocast on CUDA
+        self.ctx = torch.autocast('cuda', dtype=dtype) if on_cuda and dtype != torch.float32 else nullcontext()
+
+    def __call__(self):
+        sync()
+        t0 = clock()
+        with self.ctx:
+            loss = self.forward(self.X, self.Y, return_stats=True)[1]  # the stats train.py logs
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.model.step_emas()
+        sync()
+        return clock() - t0
+
+
+def train_benchmark():
+    """Print the training-step table for each mode; return its rows."""
+    B = batch_size or 16
+    tokens = B * block_size
+    X, Y = torch.randint(0, vocab_size, (2, B, block_size), device=device)
+    print(f"one training step, d = {n_embd}, {n_layer} layers, B = {B}, T = {block_size}, {device}, "
+          f"{str(dtype).removeprefix('torch.')}, {'CPU' if cpu_time else 'wall'} time, median of {repeats}; "
+          f"x = step time / Baseline's")
+    rows = []
+    for mode in ['eager'] + ['compile'] * compile:
+        steps = {name: TrainStep(m, mode, X, Y) for name, m in train_variants(X).items()}
+        times = {name: [] for name in steps}
+        for r in range(repeats + 1):  # the first round warms up (compiles, allocates AdamW state)
+            for name, step in steps.items():
+                measured = step()
+                if r > 0:
+                    times[name].append(measured)
+        print(f"\n{mode}\n{'variant':<24} {'ms/step':>9} {'tok/s':>9} {'x':>6}")
+        for name, ts in times.items():
+            seconds = statistics.median(ts)
+            ratio = statistics.median(t / b for t, b in zip(ts, times['baseline']))
+            print(f"{name:<24} {1e3 * seconds:9.1f} {tokens / seconds:9,.0f} {ratio:6.3f}", flush=True)
+            rows.append(dict(mode=mode, variant=name, batch_size=B, block_size=block_size,
+                             step_ms=round(1e3 * seconds, 2), tok_per_s=round(tokens / seconds, 1),
+                             ratio=round(ratio, 4)))
+    return rows
+
+
+if train:
+    print(json.dumps(dict(rows=train_benchmark())))
+    sys.exit()
 variants = build_variants()
 settings = [(B, T) for B in ([batch_size] if batch_size else [1, 4])
             for T in ([prompt_len] if prompt_len else [128, 256])]
@@ -212,7 +310,8 @@ modes = ['eager'] + ['compile'] * compile + ['eager+cuda_graph'] * cuda_graph + 
 weight_bytes = {name: sum(p.numel() * p.element_size() for p in m.parameters()) for name, m in variants.items()}
 n_params = variants['baseline'].get_num_params()
 print(f"{n_params / 1e6:.1f}M parameters, {device}, {str(dtype).removeprefix('torch.')}, "
-      f"{max_new_tokens} new tokens, median of {repeats}; x = speedup over Baseline")
+      f"{max_new_tokens} new tokens, {'CPU' if cpu_time else 'wall'} time, median of {repeats}; "
+      f"x = speedup over Baseline")
 rows = []
 for mode in modes:
     print(f"\n{mode}")

@@ -75,6 +75,9 @@ def fold_model(model):
     cfg = model.config
     if cfg.folded:
         raise ValueError("this model is already folded")
+    if cfg.norm == 'dyt':
+        raise ValueError("DyT's tanh(alpha h) D_gamma is not a fixed linear map, so no linear layer can "
+                         "absorb it: a DyT model has nothing to fold")
     if cfg.taper == 'none' and not cfg.fakeln:
         raise ValueError("this is a Baseline model: it has no tapered norm to fold")
     if cfg.taper != 'none' and (not model.started or model.gate.item() != 0.0):

@@ -4,7 +4,7 @@ Anchoring in Pre-Norm Transformers" (TaperNorm). Equation numbers refer to the p
 
   arch='llama': RoPE, SwiGLU, no biases, tied head (the TinyStories models).
   arch='gpt2' : exactly HF GPT-2 (learned positions, tanh-GELU, biases, LayerNorm, tied head).
-  norm        : 'rmsnorm' | 'layernorm'
+  norm        : 'rmsnorm' | 'layernorm' | 'dyt' (Dynamic Tanh, the comparison: no norm at all)
   taper       : 'none' (Baseline) | 'internal' (Internal-Taper) | 'all' (All-Taper)
 
 Token vectors h are rows, as in the paper; nn.Linear stores W as (out, in), so x -> x W^T.
@@ -31,7 +31,7 @@ class GPTConfig:
     n_head: int = 16
     n_embd: int = 512            # d
     mlp_hidden: int = 0          # SwiGLU hidden size; 0 = the LLaMA rule (about 8d/3)
-    norm: str = 'rmsnorm'        # 'rmsnorm' | 'layernorm'
+    norm: str = 'rmsnorm'        # 'rmsnorm' | 'layernorm' | 'dyt'
     norm_eps: float = 1e-5       # epsilon inside r(h) and sigma_h
     taper: str = 'none'          # 'none' | 'internal' | 'all'
     ema_rate: float = 0.01       # mu, the new-sample weight of the calibration and s_tgt EMAs
@@ -49,17 +49,20 @@ class GPTConfig:
 
     @property
     def norm_bias(self):
-        """beta exists: GPT-2's LayerNorm."""
-        return self.arch == 'gpt2' and self.norm == 'layernorm'
+        """beta exists: GPT-2's LayerNorm, or the DyT that replaces it."""
+        return self.arch == 'gpt2' and self.norm in ('layernorm', 'dyt')
 
     def __post_init__(self):
-        choices = dict(arch=('llama', 'gpt2'), norm=('rmsnorm', 'layernorm'),
+        choices = dict(arch=('llama', 'gpt2'), norm=('rmsnorm', 'layernorm', 'dyt'),
                        taper=('none', 'internal', 'all'), aux_loss=('none', 'fixed', 'baroni'))
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
                 raise ValueError(f"{key}={getattr(self, key)!r} is not one of {allowed}")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+        if self.norm == 'dyt' and (self.taper != 'none' or self.fakeln):
+            raise ValueError("norm='dyt' leaves no norm to taper or remove: use taper='none' and "
+                             "fakeln=False with it")
         if self.fakeln and (self.norm != 'layernorm' or self.taper != 'none'):
             raise ValueError("fakeln replaces LayerNorms: it needs norm='layernorm' and taper='none'")
         for key in ('dropout', 'fakeln_momentum'):
@@ -281,6 +284,42 @@ def baroni_loss(sigma, idx, eot_token, weight):
     return weight * (sigma - sigma_hat).pow(2).mean()
 
 
+# DyT's alpha at init, from the DyT authors' LLaMA recipes (github jiachenzhu/DyT,
+# other_tasks/LLaMA/README.md: attn_alpha_init_value / ffn_alpha_init_value / dec_alpha_init_value).
+# Norms before attention start higher than those before the MLP and the final one, and all fall with
+# width: d = 4096 (7B) 0.8 / 0.2 / 0.2, d = 5120 (13B) 0.6 / 0.15 / 0.15, d = 6656 and 8192 (34B, 70B)
+# 0.2 / 0.05 / 0.05. Our widths (64-512; GPT-2 up to 1600) lie below every listed one, so we take the
+# narrowest row, 7B's, rather than extrapolate a trend the source does not give.
+# Their LLaMA also multiplies the token embedding by a learned scalar started at sqrt(d); we keep
+# Baseline's embedding, so a DyT model differs from Baseline in its norms alone.
+DYT_ALPHA = dict(attn=0.8, mlp=0.2, final=0.2)
+
+
+class DyT:
+    """
+    Dynamic Tanh (Zhu et al. 2025), the other way to drop normalization, run here for comparison:
+        DyT(h) = tanh(alpha h) D_gamma (+ beta),  alpha one learned scalar per layer.
+    Elementwise, so no per-token statistic, but nonlinear: unlike a tapered norm at g = 0 it is no
+    fixed linear map, and no fold takes it out of the graph. It stands in the place of the arch's norm
+    and keeps that norm's gamma, beta and scale(h), so the logs report the same s(h).
+    """
+
+    def __init__(self, ndim, alpha, **norm_kwargs):
+        super().__init__(ndim, **norm_kwargs)
+        self.alpha = nn.Parameter(torch.full((1,), float(alpha)))
+
+    def forward(self, h):
+        return self.affine(torch.tanh(self.alpha * h), self.weight)
+
+
+class DyTRMS(DyT, RMSNorm):
+    """DyT in place of RMSNorm (arch='llama'): tanh(alpha h) D_gamma."""
+
+
+class DyTLN(DyT, LayerNorm):
+    """DyT in place of LayerNorm (arch='gpt2'): tanh(alpha h) D_gamma + beta."""
+
+
 # HF GPT-2 stores these as Conv1D, (in, out); nn.Linear wants (out, in).
 HF_CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')
 
@@ -401,9 +440,13 @@ class SwiGLU(nn.Module):
         return F.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)), self.dropout, self.training)
 
 
-def make_norm(config, tapered, gate, paths=1):
+def make_norm(config, tapered, gate, role=None, paths=1):
+    """The norm at one place of the model; role ('attn', 'mlp', 'final') picks DyT's alpha, paths
+    is FakeLN's number of outputs (ln_1's Q/K and V paths)."""
     plain = RMSNorm if config.norm == 'rmsnorm' else LayerNorm
     kwargs = dict(eps=config.norm_eps, bias=config.norm_bias)
+    if config.norm == 'dyt':
+        return (DyTRMS if config.arch == 'llama' else DyTLN)(config.n_embd, DYT_ALPHA[role], **kwargs)
     if (tapered or config.fakeln) and config.folded:
         return nn.Identity()
     if config.fakeln:
@@ -421,9 +464,9 @@ class Block(nn.Module):
         super().__init__()
         internal = config.taper in ('internal', 'all')
         self.split_v = config.fakeln and not config.folded  # ln_1 gives the Q/K and V paths apart
-        self.ln_1 = make_norm(config, internal, gate, paths=2 if self.split_v else 1)
+        self.ln_1 = make_norm(config, internal, gate, 'attn', paths=2 if self.split_v else 1)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = make_norm(config, internal, gate)
+        self.ln_2 = make_norm(config, internal, gate, 'mlp')
         self.mlp = SwiGLU(config) if config.arch == 'llama' else MLP(config)
 
     def forward(self, x, rope=None, input_pos=None, mask=None):
@@ -449,7 +492,7 @@ class GPT(nn.Module):
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
             h=nn.ModuleList([Block(config, self.gate) for _ in range(config.n_layer)]),
-            ln_f=make_norm(config, config.taper == 'all', self.gate),
+            ln_f=make_norm(config, config.taper == 'all', self.gate, 'final'),
         ))
         if config.arch == 'gpt2':
             self.transformer.wpe = nn.Embedding(config.block_size, config.n_embd)

@@ -53,6 +53,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('unknown arch', 'train.py', [*T, '--arch=bert'], "arch='bert' is not one of", None),
     ('unknown taper', 'train.py', [*T, '--taper=half'], "taper='half' is not one of", None),
     ('unknown aux loss', 'train.py', [*T, '--aux_loss=l2'], "aux_loss='l2' is not one of", None),
+    ('DyT with a taper', 'train.py', [*T, '--norm=dyt'], "norm='dyt' leaves no norm to taper", None),
     ('FakeLN on RMSNorm', 'train.py', [*T, '--fakeln', '--taper=none'], 'fakeln replaces LayerNorms', None),
     ('dtype float16', 'train.py', [*T, '--dtype=float16'], "dtype='float16' is not supported", None),
     ('unknown device', 'train.py', [*T, '--device=tpu'], "device='tpu' is not supported", None),

@@ -774,3 +774,79 @@ def test_fakeln_ema_moves_once_per_forward_under_activation_checkpointing():
     for a, b in zip(plain.fakelns(), ckpt.fakelns()):
         assert a.sigma_ema.n.item() == b.sigma_ema.n.item() == 2
         torch.testing.assert_close(a.sigma_ema.value, b.sigma_ema.value, rtol=1e-6, atol=0)
+
+
+# --- DyT (Zhu et al. 2025), the comparison: a norm-free elementwise map ------------------------------
+
+@pytest.mark.parametrize('arch', ['llama', 'gpt2'])
+def test_dyt_is_gamma_tanh_alpha_h_plus_beta(arch):
+    """DyT(h) = gamma * tanh(alpha h) + beta (beta only where the arch has biases), with
+    tanh x = 1 - 2 / (exp(2x) + 1) written out in float64, at every place of a DyT model; alpha starts
+    at the DyT authors' LLaMA values (0.8 before attention, 0.2 before the MLP and at the end)."""
+    torch.manual_seed(0)
+    model = GPT(tiny_config(arch=arch, norm='dyt'))
+    places = [(b.ln_1, 0.8) for b in model.transformer.h] + [(b.ln_2, 0.2) for b in model.transformer.h] + \
+        [(model.transformer.ln_f, 0.2)]
+    h = 3 * torch.randn(4, 5, 32)
+    for norm, alpha0 in places:
+        assert norm.alpha.shape == (1,) and norm.alpha.item() == pytest.approx(alpha0)
+        assert torch.equal(norm.weight, torch.ones(32))
+        assert (getattr(norm, 'bias', None) is not None) == (arch == 'gpt2')
+        with torch.no_grad():  # move every parameter off its init
+            for p in norm.parameters():
+                p.copy_(p + 0.5 * torch.randn_like(p))
+        x = norm.alpha.double() * h.double()
+        expected = norm.weight.double() * (1 - 2 / (torch.exp(2 * x) + 1))
+        if arch == 'gpt2':
+            expected = expected + norm.bias.double()
+        torch.testing.assert_close(norm(h).double(), expected, rtol=1e-6, atol=1e-6 * expected.abs().max().item())
+
+
+@pytest.mark.parametrize('arch', ['llama', 'gpt2'])
+def test_dyt_alpha_and_gamma_train(arch):
+    """alpha, gamma (and beta) of every DyT layer receive gradients and move with one AdamW step."""
+    torch.manual_seed(0)
+    model = GPT(tiny_config(arch=arch, norm='dyt')).train()
+    optimizer = model.configure_optimizers(0.0, 1e-2, (0.9, 0.95), 'cpu')
+    dyt = {n: p for n, p in model.named_parameters() if n.endswith(('alpha', 'ln_1.weight', 'ln_2.weight',
+                                                                     'ln_f.weight', 'ln_1.bias', 'ln_2.bias',
+                                                                     'ln_f.bias'))}
+    assert len(dyt) == 5 * (3 if arch == 'gpt2' else 2)  # 5 layers: alpha, gamma (, beta)
+    before = {n: p.detach().clone() for n, p in dyt.items()}
+    idx = torch.randint(0, 64, (2, 16))
+    model(idx, idx)[1].backward()
+    for n, p in dyt.items():
+        assert p.grad is not None and p.grad.abs().sum() > 0, n
+    optimizer.step()
+    for n, p in dyt.items():
+        assert not torch.equal(p, before[n]), n
+
+
+@pytest.mark.parametrize('arch', ['llama', 'gpt2'])
+def test_dyt_kv_cache_equals_full_forward(arch):
+    """A DyT model decodes token by token through the static cache to the logits of one full forward
+    (tolerance relative to the logits' scale: DyT's small alpha keeps them small at init)."""
+    torch.manual_seed(0)
+    model = GPT(tiny_config(arch=arch, norm='dyt')).eval()
+    with torch.no_grad():  # gamma large enough for logits of order one
+        model.transformer.ln_f.weight.mul_(50)
+    idx = torch.randint(0, 64, (2, 20))
+    with torch.no_grad():
+        full = model(idx)[0]
+        model.setup_cache(2, 20)
+        step = [model.decode(idx[:, :7], torch.arange(7))]
+        for t in range(7, 20):
+            step.append(model.decode(idx[:, t:t + 1], torch.tensor([t])))
+    scale = full.abs().max().item()
+    assert scale > 0.1
+    torch.testing.assert_close(torch.stack(step, 1), full[:, 6:], rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_dyt_refuses_tapering_and_folding():
+    """DyT leaves no norm to taper, and tanh(alpha h) is no fixed linear map: neither is accepted."""
+    from fold import fold_model
+    for bad in (dict(taper='internal'), dict(taper='all'), dict(fakeln=True, arch='gpt2')):
+        with pytest.raises(ValueError, match="norm='dyt' leaves no norm"):
+            tiny_config(norm='dyt', **bad)
+    with pytest.raises(ValueError, match='not a fixed linear map'):
+        fold_model(GPT(tiny_config(norm='dyt')))

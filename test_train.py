@@ -90,6 +90,21 @@ def test_training_in_each_setting(runs, name):
     assert model.gate.item() == 0.0 and model.started
 
 
+def test_training_a_dyt_model(data_dir, tmp_path):
+    """train.py trains the DyT comparison (norm='dyt') in the same loop: loss falls, and every alpha
+    moves off its init."""
+    refused = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--norm=dyt', check=False)
+    assert refused.returncode != 0 and 'Traceback' not in refused.stderr  # train.py's default taper
+    assert "norm='dyt' leaves no norm to taper" in refused.stderr.strip().splitlines()[-1]
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--norm=dyt', '--taper=none',
+        '--aux_loss=none')
+    train, evals = read_log(tmp_path)
+    assert train[-1]['loss'] < train[0]['loss'] - 0.5 and evals[-1]['val_loss'] < evals[0]['val_loss'] - 0.5
+    model = GPT.from_checkpoint(str(tmp_path / 'ckpt.pt'), norm='dyt')
+    alphas = [m.alpha.item() for m in model.modules() if hasattr(m, 'alpha')]
+    assert len(alphas) == 5 and all(a not in (0.8, 0.2) for a in alphas)
+
+
 def test_all_taper_without_aux_chases_logits(runs):
     """Prop. 2 in training: without an anchor, All-Taper's logit norm runs far past the anchored runs'."""
     peak = {name: max(r['logit_norm'] for r in read_log(runs / name)[0]) for name in SETTINGS}
@@ -290,13 +305,28 @@ def test_bench_script_runs_and_its_json_parses():
     proc = run('bench.py', '--device=cpu', '--n_layer=2', '--n_embd=64', '--n_head=4', '--vocab_size=100',
                '--batch_size=2', '--prompt_len=16', '--max_new_tokens=8', '--repeats=1')
     rows = json.loads(proc.stdout.strip().splitlines()[-1])['rows']
-    assert {r['variant'] for r in rows} == {'baseline', 'unfused', 'fused'}
+    assert {r['variant'] for r in rows} == {'baseline', 'dyt', 'unfused', 'fused'}
     assert all(r['mode'] == 'eager' and r['batch_size'] == 2 and r['prompt_len'] == 16 and r['tok_per_s'] > 0
                for r in rows)
     fused_only = run('bench.py', '--fused', '--device=cpu', '--n_layer=2', '--n_embd=64', '--n_head=4',
                      '--vocab_size=100', '--batch_size=1', '--prompt_len=16', '--max_new_tokens=4', '--repeats=1')
     assert {r['variant'] for r in json.loads(fused_only.stdout.strip().splitlines()[-1])['rows']} == \
         {'baseline', 'fused'}
+
+
+def test_bench_train_runs_and_its_json_parses():
+    """bench.py --train on a tiny shape: one timed optimizer step per variant, every phase of both
+    tapers, DyT, and Baseline as the unit of the ratio."""
+    proc = run('bench.py', '--train', '--device=cpu', '--n_layer=2', '--n_embd=32', '--n_head=4',
+               '--vocab_size=64', '--block_size=32', '--batch_size=2', '--repeats=1')
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])['rows']
+    assert [r['variant'] for r in rows] == ['baseline'] + [f"{taper}+aux {phase}" for taper in ('internal', 'all')
+                                                           for phase in ('calibrating', 'g=0.5', 'g=0')] + ['dyt']
+    assert all(r['mode'] == 'eager' and r['batch_size'] == 2 and r['block_size'] == 32 and r['tok_per_s'] > 0
+               and r['ratio'] > 0 for r in rows)
+    assert rows[0]['ratio'] == 1.0
+    refused = run('bench.py', '--train', '--fused', '--device=cpu', check=False)
+    assert refused.returncode != 0 and 'Traceback' not in refused.stderr and '--train' in refused.stderr
 
 
 def test_sample_script_from_an_hf_gpt2_directory(tmp_path):

@@ -345,7 +345,7 @@ iter_num = 0
 checkpoint = None
 last_saved = None  # the iteration of the checkpoint on disk that this run may fall back to
 if init_from == 'scratch':
-    model = GPT(GPTConfig(**model_args))
+    model = GPT(GPTConfig(**model_args))  # its settings were checked up front
 elif init_from == 'resume':
     try:
         checkpoint = load_checkpoint(ckpt_path, device)
