@@ -665,4 +665,5 @@ while True:
     iter_num += 1
 
 if ddp:
+    dist.barrier()  # rank 0 may still be writing the checkpoint: tear the group down together
     dist.destroy_process_group()
