@@ -17,14 +17,7 @@ import prepare_tinystories
 from model import GPT
 
 from conftest import ROOT, SHARED, TINY, require_shared, run
-
-
-def train_defaults():
-    """train.py's defaults: the block between its two rulers, run on its own."""
-    ruler = '# ' + '-' * 77
-    namespace = {}
-    exec((ROOT / 'train.py').read_text().split(ruler)[1], namespace)
-    return {k: v for k, v in namespace.items() if not k.startswith('_')}
+from memory import train_defaults
 
 
 def read_log(out_dir):
