@@ -3,6 +3,7 @@ Prepare TinyStories for training: text -> SentencePiece vocab -> one uint16 toke
 
     python prepare_tinystories.py                          # downloads roneneldan/TinyStories
     python prepare_tinystories.py --input_file train.txt   # a local text file, documents split by blank lines
+    python prepare_tinystories.py --input_file a.txt,b.txt --val_fraction 0.1   # several, pooled, then split
 
 Writes out_dir/{tokenizer.model, tokenizer.vocab, train.bin, val.bin, meta.json}, out_dir defaulting to
 data/tinystories<vocab_size>. Every stage is skipped when its output exists, so an interrupted run
@@ -32,12 +33,13 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
         return {"train": ds["train"], "val": ds["validation"]}
     if val_file is None and not 0 < val_fraction < 1:
         raise SystemExit(f"--val_fraction must lie strictly between 0 and 1, not {val_fraction}.")
-    for path in (input_file, val_file):
+    inputs = input_file.split(",")
+    for path in inputs + [val_file]:
         if path is not None and not (os.path.isfile(path) and os.path.getsize(path) > 0):
             raise SystemExit(f"{path} does not exist or is empty; pass the path of a plain text file.")
         if path is not None and not holds_text(path):
             raise SystemExit(f"{path} holds only whitespace (or is not UTF-8 text); pass a file of stories.")
-    files = {"train": input_file} | ({"val": val_file} if val_file else {})
+    files = {"train": inputs} | ({"val": val_file} if val_file else {})
     ds = load_dataset("text", data_files=files, sample_by="paragraph")
     if val_file:
         return {"train": ds["train"], "val": ds["val"]}
@@ -116,7 +118,8 @@ def tokenize_split(ds, model_file, bin_file, num_proc=None):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input_file", help="plain text, documents split by blank lines (default: the Hub)")
+    parser.add_argument("--input_file", help="plain text, documents split by blank lines; several files, "
+                                             "comma-separated, are pooled (default: the Hub)")
     parser.add_argument("--val_file", help="validation text, same format (default: hold out --val_fraction)")
     parser.add_argument("--val_fraction", type=float, default=0.05)
     parser.add_argument("--vocab_size", type=int, default=10000)

@@ -1,22 +1,26 @@
 """
 The paper's TinyStories effects at CPU scale, in one command (the README's Results section):
 
-    python reproduce.py --input_file=../shared/data/tinystories/train_sample.txt \
-                        --val_file=../shared/data/tinystories/valid_sample.txt
-    python reproduce.py --seeds=1337,1338,1339             # mean and std over seeds
+    python reproduce.py --seeds=1337,1338,1339 \
+        --input_file=../shared/data/tinystories/train_sample.txt,../shared/data/tinystories/valid_sample.txt
     python reproduce.py --seeds=1 -- --max_iters=20        # arguments after -- go to every train.py
 
-Without --input_file, prepare_tinystories.py downloads the full dataset. Then, with the same seed and
-data order for every setting:
+Without --input_file, prepare_tinystories.py downloads the full dataset. Several comma-separated
+files are pooled and split by story, --val_fraction of them held out (or pass --val_file). The
+vocabulary is learned from the training split alone. Then, with the same seeds and data order for
+every setting:
 1. train.py config/tinystories_cpu.py as Baseline, Internal-Taper (+aux), All-Taper (+aux) and
-   All-Taper without aux;
-2. the validation cross-entropy of each, tapered models at g = 0, over held-out windows;
+   All-Taper without aux, once per seed; a run whose checkpoint is unfinished is resumed, a
+   finished one is kept (--retrain trains it again);
+2. the validation cross-entropy of each, tapered models at g = 0, over held-out windows: over all
+   windows, and over the clean windows whose tokens all occur in training;
 3. fold.py on every tapered run, and the validation cross-entropy of the folded model, which must
-   be the g = 0 model's;
-4. bench.py --fused: KV-cached decoding of the Internal-Taper model, Baseline vs folded;
-5. plot.py: {loss,logit_norm,grad_norms}.png and results.json in --assets (default
-   out-repro/results; the README's figures were written with --assets=assets), and a table printed
-   in Markdown.
+   be the g = 0 model's; for All-Taper also fold.py --reset_unseen, the mitigation, scored the same;
+4. diagnose.py on the All-Taper (+aux) run with the worst window: diagnose.txt and diagnose.png;
+5. bench.py --fused: KV-cached decoding of the Internal-Taper model, Baseline vs folded;
+6. plot.py: {loss,logit_norm,grad_norms}.png and results.json in --assets (default
+   out-repro/results; the README's figures were written with --assets=assets), and the tables
+   printed in Markdown.
 """
 
 import argparse
@@ -84,16 +88,27 @@ def val_ce(ckpt_path, data_dir, max_windows):
     clean = np.array([seen[diagnose.window_tokens(data, w, T).numpy()].all() for w in range(n)])
     finite = np.isfinite(ce)
     median = float(np.median(ce[finite]))
+    outlier = ~(ce <= 2 * median)  # NaN counts as an outlier
     return dict(median=median, mean=float(ce.mean()), non_finite=int((~finite).sum()),
-                outliers=int(sum(not c <= 2 * median for c in ce)),
+                outliers=int(outlier.sum()), clean_outliers=int((outlier & clean).sum()),
                 clean_median=float(np.median(ce[clean])), clean_mean=float(ce[clean].mean()),
                 excluded=int((~clean).sum()))
 
 
+def progress_of(ckpt_path):
+    """(iter, max_iters) of a run's checkpoint, or (None, None) without one."""
+    if not os.path.isfile(ckpt_path):
+        return None, None
+    ckpt = torch.load(ckpt_path, map_location='cpu', weights_only=False)
+    return ckpt['iter_num'], ckpt['config']['max_iters']
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--input_file', help="local TinyStories text (default: download the full dataset)")
-    parser.add_argument('--val_file', help="local validation text")
+    parser.add_argument('--input_file', help="local TinyStories text, several files comma-separated "
+                                              "(default: download the full dataset)")
+    parser.add_argument('--val_file', help="local validation text (default: hold out --val_fraction)")
+    parser.add_argument('--val_fraction', type=float, default=0.1, help="stories held out of --input_file")
     parser.add_argument('--data_dir', default='data/tinystories2048', help="prepared here unless present")
     parser.add_argument('--seeds', default='1337', help="comma-separated training seeds")
     parser.add_argument('--out_root', default='out-repro', help="one run folder per setting and seed")
@@ -111,39 +126,61 @@ def main(argv=None):
 
     if not os.path.isfile(os.path.join(args.data_dir, 'val.bin')):
         local = ['--input_file', args.input_file] if args.input_file else []
-        local += ['--val_file', args.val_file] if args.val_file else []
+        local += ['--val_file', args.val_file] if args.val_file else ['--val_fraction', args.val_fraction]
         run('prepare_tinystories.py', '--vocab_size', 2048, '--out_dir', args.data_dir, *local)
 
-    ce, runs, diverged = {}, {}, {}
+    ce, runs, diverged, minutes = {}, {}, {}, {}
     for k, (name, (label, taper, aux)) in enumerate(SETTINGS.items()):
         for seed in seeds:
             out_dir = os.path.join(args.out_root, f'{name}-s{seed}')
-            if os.path.isfile(os.path.join(out_dir, 'ckpt.pt')) and not args.retrain:
-                print(f"{out_dir}: skipped, its checkpoint exists (--retrain trains it again)")
-                finished = ''
+            ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+            done, total = progress_of(ckpt_path)
+            cmd = ['train.py', CONFIG, f'--taper={taper}', f'--aux_loss={aux}', f'--seed={seed}',
+                   f'--out_dir={out_dir}', f'--data_dir={args.data_dir}', *train_args]
+            t_run, finished = time.time(), ''
+            if done is not None and done >= total and not args.retrain:
+                print(f"{out_dir}: kept, its checkpoint is at the last step (--retrain trains it again)")
             else:
-                finished = run('train.py', CONFIG, f'--taper={taper}', f'--aux_loss={aux}', f'--seed={seed}',
-                               f'--out_dir={out_dir}', f'--data_dir={args.data_dir}', '--overwrite',
-                               *train_args, allow_divergence=True,
+                resume = ['--init_from=resume'] if done is not None and not args.retrain else ['--overwrite']
+                if resume[0] == '--init_from=resume':
+                    print(f"{out_dir}: resuming from iter {done} of {total}")
+                finished = run(*cmd, *resume, allow_divergence=True,
                                progress=f"[{k + 1}/{len(SETTINGS)}] {label}, seed {seed}")
+                minutes[out_dir] = (time.time() - t_run) / 60
             runs.setdefault(name, []).append(out_dir)  # its log is plotted either way
             if finished is None:
                 diverged.setdefault(name, []).append(seed)
             else:
-                ce.setdefault(name, []).append(val_ce(os.path.join(out_dir, 'ckpt.pt'), args.data_dir,
-                                                      args.val_windows))
+                ce.setdefault(name, []).append(dict(seed=seed, **val_ce(ckpt_path, args.data_dir, args.val_windows)))
 
-    fold = {}
-    for name in SETTINGS:
-        if name == 'baseline' or name not in ce:
+    fold, reset = {}, {}
+    for name, (_, taper, _) in SETTINGS.items():
+        if taper == 'none':
             continue
-        out_dir = next(d for d, s in zip(runs[name], seeds) if s not in diverged.get(name, []))
-        printed = run('fold.py', f'--out_dir={out_dir}')
-        folded = val_ce(os.path.join(out_dir, 'ckpt_folded.pt'), args.data_dir, args.val_windows)
-        numbers = re.search(r'\| = (\S+) on .*max \|logits\| (\S+), float32\); (\S+) with', printed)
-        fold[name] = dict(max_logit_diff=float(numbers[1]), max_logit=float(numbers[2]),
-                          max_logit_diff_float64=float(numbers[3]),
-                          val_ce=ce[name][0]['median'], val_ce_folded=folded['median'])
+        for out_dir, score in zip([d for d, s in zip(runs[name], seeds) if s not in diverged.get(name, [])],
+                                  ce.get(name, [])):
+            printed = run('fold.py', f'--out_dir={out_dir}')
+            folded = val_ce(os.path.join(out_dir, 'ckpt_folded.pt'), args.data_dir, args.val_windows)
+            numbers = re.search(r'\| = (\S+) on .*max \|logits\| (\S+), float32\); (\S+) with', printed)
+            fold.setdefault(name, []).append(dict(
+                seed=score['seed'], max_logit_diff=float(numbers[1]), max_logit=float(numbers[2]),
+                max_logit_diff_float64=float(numbers[3]), val_ce=score['median'], val_ce_folded=folded['median']))
+            if taper == 'all':  # the mitigation: only a model without a final norm has its own head
+                printed = run('fold.py', f'--out_dir={out_dir}', '--reset_unseen', '--out=ckpt_reset.pt')
+                tokens = int(re.search(r'embeddings of (\d+) tokens', printed)[1])
+                after = val_ce(os.path.join(out_dir, 'ckpt_reset.pt'), args.data_dir, args.val_windows)
+                reset.setdefault(name, []).append(dict(seed=score['seed'], tokens=tokens, before=score,
+                                                       after=after))
+
+    worst = max(((d, s) for d, s in zip(runs.get('all', []), ce.get('all', []))),
+                key=lambda ds: (ds[1]['non_finite'], np.nan_to_num(ds[1]['mean'], nan=np.inf)), default=None)
+    if worst:  # the diagnostic's report on the worst All-Taper (+aux) run, as the README shows it
+        os.makedirs(args.assets, exist_ok=True)
+        printed = run('diagnose.py', f'--out_dir={worst[0]}', f'--max_windows={args.val_windows}', '--top=2',
+                      f"--plot={os.path.join(args.assets, 'diagnose.png')}")
+        with open(os.path.join(args.assets, 'diagnose.txt'), 'w') as f:
+            f.write(f"$ python diagnose.py --out_dir={worst[0]} --max_windows={args.val_windows} --top=2\n")
+            f.write(''.join(printed.splitlines(keepends=True)[:-1]))  # the last line is its JSON
 
     bench = json.loads(run('bench.py', '--fused', f"--ckpt={os.path.join(runs['internal'][0], 'ckpt.pt')}",
                            '--device=cpu', '--batch_size=1', f'--prompt_len={args.bench_prompt}',
@@ -169,8 +206,14 @@ def main(argv=None):
             row[key] = sum(s[key] for s in scores)
         table[name] = row
     tok_per_s = {r['variant']: r['tok_per_s'] for r in bench}
-    results = dict(seeds=seeds, settings=table, fold=fold, bench=bench, train_args=train_args,
-                   minutes=(time.time() - t0) / 60)
+    meta = json.load(open(os.path.join(args.data_dir, 'meta.json')))
+    cfg = torch.load(os.path.join(runs['baseline'][0], 'ckpt.pt'), map_location='cpu', weights_only=False)['config']
+    seen = cfg['max_iters'] * cfg['batch_size'] * cfg['gradient_accumulation_steps'] * cfg['block_size']
+    data = dict(train_tokens=meta['train_tokens'], val_tokens=meta['val_tokens'],
+                tokens_per_run=seen, epochs=seen / meta['train_tokens'],
+                val_windows=min(args.val_windows, (meta['val_tokens'] - 1) // cfg['block_size']))
+    results = dict(seeds=seeds, settings=table, fold=fold, reset_unseen=reset, bench=bench, data=data,
+                   train_minutes=minutes, train_args=train_args, minutes=(time.time() - t0) / 60)
     os.makedirs(args.assets, exist_ok=True)
     with open(os.path.join(args.assets, 'results.json'), 'w') as f:
         json.dump(results, f, indent=1)
@@ -182,7 +225,9 @@ def main(argv=None):
         gap = f" ({row[key + '_gap']:+.3g}%)" if row[key + '_gap'] is not None else ''
         return f"{row[key]:.4g}{std}{gap}"
 
-    print(f"\nval CE at g = 0 over {args.val_windows} held-out windows (float64), {len(seeds)} seed(s); "
+    print(f"\ndata: {data['train_tokens']:,} training tokens, {data['val_tokens']:,} held out; each run trains on "
+          f"{data['tokens_per_run']:,} tokens, {data['epochs']:.1f} epochs")
+    print(f"\nval CE at g = 0 over {data['val_windows']} held-out windows (float64), {len(seeds)} seed(s); "
           f"(gap vs Baseline); clean windows hold only tokens that occur in training\n"
           f"| setting | clean windows, mean | clean windows, median | windows excluded | all windows, median | "
           f"all windows, mean | non-finite | > 2x median | paper's gap (1M) |\n|---|---|---|---|---|---|---|---|---|")
@@ -191,9 +236,26 @@ def main(argv=None):
         print(f"| {row['label']}{note} | {cell(row, 'clean_mean')} | {cell(row, 'clean_median')} | {row['excluded']} | "
               f"{cell(row, 'median')} | {cell(row, 'mean')} | {row['non_finite']} | {row['outliers']} | "
               f"{PAPER_GAP.get(name, '')} |")
-    for name, f in fold.items():
-        print(f"fold {SETTINGS[name][0]}: max |delta logits| {f['max_logit_diff']:.2e}, "
-              f"val CE {f['val_ce']:.6f} -> folded {f['val_ce_folded']:.6f}")
+    print("\nper seed\n| setting | seed | clean windows, mean | windows excluded | all windows, median | "
+          "all windows, mean | non-finite | > 2x median (of them clean) | train minutes |\n|---|---|---|---|---|---|---|---|---|")
+    for name, row in table.items():
+        for s, out_dir in zip(row['val_ce'], [d for d, x in zip(runs[name], seeds) if x not in row['diverged_seeds']]):
+            took = f"{minutes[out_dir]:.1f}" if out_dir in minutes else 'kept'
+            print(f"| {row['label']} | {s['seed']} | {s['clean_mean']:.4f} | {s['excluded']} | {s['median']:.4f} | "
+                  f"{s['mean']:.4g} | {s['non_finite']} | {s['outliers']} ({s['clean_outliers']}) | {took} |")
+    for name, rows in fold.items():
+        for f in rows:
+            print(f"fold {SETTINGS[name][0]}, seed {f['seed']}: max |delta logits| {f['max_logit_diff']:.2e} "
+                  f"(max |logits| {f['max_logit']:.3g}; {f['max_logit_diff_float64']:.2e} in float64), "
+                  f"median val CE {f['val_ce']:.6f} -> folded {f['val_ce_folded']:.6f}")
+    print("\nfold.py --reset_unseen (the mitigation), all windows before -> after\n| setting | seed | tokens reset | "
+          "mean | median | non-finite | > 2x median | clean windows, mean |\n|---|---|---|---|---|---|---|---|")
+    for name, rows in reset.items():
+        for r in rows:
+            b, a = r['before'], r['after']
+            print(f"| {SETTINGS[name][0]} | {r['seed']} | {r['tokens']} | {b['mean']:.4g} -> {a['mean']:.4g} | "
+                  f"{b['median']:.4f} -> {a['median']:.4f} | {b['non_finite']} -> {a['non_finite']} | "
+                  f"{b['outliers']} -> {a['outliers']} | {b['clean_mean']:.4f} -> {a['clean_mean']:.4f} |")
     print(f"decode B=1 T={args.bench_prompt} on the CPU: Baseline {tok_per_s['baseline']:,.0f} tok/s, fused "
           f"{tok_per_s['fused']:,.0f} tok/s ({tok_per_s['fused'] / tok_per_s['baseline']:.2f}x)")
     print(figures.strip())

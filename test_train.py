@@ -521,12 +521,13 @@ def test_block_layout_reads_each_block_once_per_epoch_and_masks_end_of_text(owt_
 
 
 def test_reproduce_script_end_to_end(tmp_path):
-    """reproduce.py on the local TinyStories sample with a shortened schedule: every setting trains,
-    the tapered ones fold without changing their validation loss, the decoding benchmark and the
-    figures are written."""
+    """reproduce.py on both local TinyStories samples, pooled and split, with a shortened schedule:
+    every setting trains, the tapered ones fold without changing their validation loss, the All-Taper
+    ones are also folded with --reset_unseen and scored, the diagnostic, the decoding benchmark and
+    the figures are written."""
     require_shared()
-    out = run('reproduce.py', '--input_file', SHARED / 'tinystories' / 'train_sample.txt',
-              '--val_file', SHARED / 'tinystories' / 'valid_sample.txt', f'--data_dir={tmp_path / "data"}',
+    out = run('reproduce.py', '--input_file', f"{SHARED / 'tinystories' / 'train_sample.txt'},"
+              f"{SHARED / 'tinystories' / 'valid_sample.txt'}", '--val_fraction=0.1', f'--data_dir={tmp_path / "data"}',
               f'--out_root={tmp_path / "runs"}', f'--assets={tmp_path / "assets"}', '--val_windows=8',
               '--bench_prompt=16', '--bench_new=8', '--', '--n_layer=2', '--block_size=64', '--max_iters=24',
               '--warmup_iters=8', '--taper_start=8', '--taper_end=24', '--lr_decay_iters=24', '--eval_interval=12',
@@ -538,7 +539,13 @@ def test_reproduce_script_end_to_end(tmp_path):
         assert 0 <= row['excluded'] <= 8 * len(results['seeds']) and row['non_finite'] >= 0
         assert (row['clean_mean'] is None) == (row['mean'] is None)
     assert '[2/4] Internal-Taper (+aux), seed' in out  # progress, setting by setting
-    for fold in results['fold'].values():  # float32 rounding relative to the logits; exact in float64
+    meta = json.load(open(tmp_path / 'data' / 'meta.json'))
+    assert results['data']['epochs'] == pytest.approx(24 * 16 * 64 / meta['train_tokens'])
+    assert meta['val_tokens'] < meta['train_tokens'] / 5  # a tenth of the pooled stories held out
+    assert set(results['reset_unseen']) == {'all', 'all-noaux'} and (tmp_path / 'assets' / 'diagnose.txt').exists()
+    for rows in results['reset_unseen'].values():  # clean windows hold no reset token: unchanged
+        assert all(r['after']['clean_mean'] == pytest.approx(r['before']['clean_mean'], rel=1e-6) for r in rows)
+    for fold in sum(results['fold'].values(), []):  # float32 rounding relative to the logits; exact in float64
         assert fold['max_logit_diff'] < 1e-5 * max(1.0, fold['max_logit'])
         assert fold['max_logit_diff_float64'] < 1e-10 * max(1.0, fold['max_logit'])
         assert fold['val_ce_folded'] == pytest.approx(fold['val_ce'], rel=1e-6, abs=1e-5)
