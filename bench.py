@@ -9,9 +9,11 @@ With --train, the cost of one training step instead, which the paper does not re
     python bench.py --compile --cuda_graph   # also torch.compile, a captured decode step, and both
     python bench.py --batch_size=1 --prompt_len=128 --device=cpu --hf   # + transformers' Llama
     python bench.py --train --compile        # one optimizer step in each phase of a taper, and DyT
+    python bench.py --init_from=HuggingFaceTB/SmolLM2-135M --fused   # an HF Llama's shape and weights
 
 The model is the 30M d = 512 TinyStories config with random weights (speed does not depend on their
-values), or --ckpt=path for a tapered checkpoint. bf16 + TF32 on CUDA, float32 on the CPU. Each row:
+values), --ckpt=path for a tapered checkpoint, or --init_from an HF Llama-family name or folder (its
+weights are the Baseline; the tapered variants are it, calibrated on random tokens and at g = 0). bf16 + TF32 on CUDA, float32 on the CPU. Each row:
 a warm-up, then `repeats` timed generations of max_new_tokens greedy tokens after a prompt of
 prompt_len; prefill and decode are timed apart, the device synchronized before each clock read, and
 the median reported. tok/s = generated tokens x batch / decode time. How much folding buys depends
@@ -36,10 +38,12 @@ from dataclasses import replace
 import torch
 
 from fold import fold_model
+from hf import from_pretrained, llama_hf_config, load_hf
 from model import GPT, GPTConfig, greedy_step
 
 # -----------------------------------------------------------------------------
 ckpt = ''                 # a tapered checkpoint; default: the config below with random weights
+init_from = ''            # or an HF Llama-family name or save_pretrained folder (hf.py)
 n_layer = 8
 n_head = 16
 n_embd = 512
@@ -67,9 +71,11 @@ if device.startswith('cuda') and not torch.cuda.is_available():
     raise SystemExit("CUDA is not available on this machine: run with --device=cpu")
 if cuda_graph and not device.startswith('cuda'):
     raise SystemExit("--cuda_graph needs a CUDA device")
-if train and (cuda_graph or hf or ckpt or fused):
+if train and (cuda_graph or hf or ckpt or fused or init_from):
     raise SystemExit("--train times random-weight models in eager mode and with --compile: drop "
-                     "--cuda_graph, --hf, --ckpt and --fused")
+                     "--cuda_graph, --hf, --ckpt, --init_from and --fused")
+if ckpt and init_from:
+    raise SystemExit("--ckpt and --init_from both name the model: pass one")
 if cpu_time and (device != 'cpu' or torch.get_num_threads() != 1):
     raise SystemExit("--cpu_time counts one CPU thread: run with OMP_NUM_THREADS=1 and --device=cpu")
 on_cuda = device.startswith('cuda')
@@ -102,16 +108,21 @@ def build_variants():
         if not tapered.started or not tapered.tapered_norms():
             raise SystemExit(f"{ckpt} is not a tapered model past its taper start")
     else:
-        cfg = GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab_size,
-                        block_size=block_size, taper='internal')
-        tapered = GPT(cfg).train()
-        tapered(torch.randint(0, vocab_size, (2, 64)))  # calibration statistics at g = 1, then c
+        if init_from:
+            try:
+                tapered = from_pretrained(init_from, taper='internal')
+            except (OSError, ValueError, KeyError) as e:
+                raise SystemExit(f"cannot benchmark: {e}") from None
+        else:
+            tapered = GPT(GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab_size,
+                                    block_size=block_size, taper='internal'))
+        tapered.train()(torch.randint(0, tapered.config.vocab_size, (2, 64)))  # calibration at g = 1, then c
         tapered.step_emas()
         tapered.start_taper()
     tapered.set_gate(0.0)
     baseline = replace(tapered.config, taper='none', aux_loss='none')
-    variants = dict(baseline=GPT(baseline), dyt=GPT(replace(baseline, norm='dyt')),
-                    unfused=tapered, fused=fold_model(tapered))
+    variants = dict(baseline=from_pretrained(init_from) if init_from else GPT(baseline),
+                    dyt=GPT(replace(baseline, norm='dyt')), unfused=tapered, fused=fold_model(tapered))
     if fused:
         variants = {name: variants[name] for name in ('baseline', 'fused')}
     return {name: m.to(device=device, dtype=dtype).eval() for name, m in variants.items()}
@@ -198,15 +209,12 @@ def time_setting(variants, mode, B, T, K):
 def time_against_hf(baseline, B, T, K):
     """Median end-to-end seconds (prefill + K greedy tokens) of our eager Baseline and of
     transformers' LlamaForCausalLM.generate on the same architecture (RoPE, SwiGLU of the same width,
-    RMSNorm, tied head, random weights), the two taking turns within every repeat."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    RMSNorm, the same heads; random weights, or --init_from's own), the two taking turns within
+    every repeat."""
+    from transformers import LlamaForCausalLM
     cfg = baseline.config
-    hf_model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.n_embd, num_hidden_layers=cfg.n_layer,
-        num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_head,
-        intermediate_size=baseline.transformer.h[0].mlp.w1.out_features,
-        max_position_embeddings=cfg.block_size, rms_norm_eps=cfg.norm_eps, rope_theta=cfg.rope_theta,
-        tie_word_embeddings=True)).to(device=device, dtype=dtype).eval()
+    hf_model = load_hf(LlamaForCausalLM, init_from) if init_from else LlamaForCausalLM(llama_hf_config(baseline))
+    hf_model = hf_model.to(device=device, dtype=dtype).eval()
     prompt = torch.randint(0, cfg.vocab_size, (B, T), device=device)
     ours = Generation(baseline, 'eager', prompt, K)
 

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from hf import from_pretrained
 from model import GPT
 
 # -----------------------------------------------------------------------------
@@ -67,7 +68,7 @@ def load_model():
     """The model to evaluate, in eval mode, and its Table 3 protocol name."""
     if init_from != 'resume':
         try:
-            return GPT.from_pretrained(init_from).to(device).eval(), 'GPT-2 (pretrained)'
+            return from_pretrained(init_from).to(device).eval(), 'GPT-2 (pretrained)'
         except (OSError, ValueError, KeyError) as e:
             raise SystemExit(f"cannot evaluate: {e}") from None
     try:  # the sets are GPT-2 tokens, so a TinyStories checkpoint is refused here

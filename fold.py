@@ -3,7 +3,7 @@ Fold the g = 0 maps of a tapered model into its weights (Sec. 3.3, App. B): the 
 the inference graph and the model computes the same function.
 
     python fold.py --out_dir=out-taper-internal-512       # writes out_dir/ckpt_folded.pt
-    python fold.py --out_dir=out-gpt2-s-alltaper --export_hf=gpt2-s-folded   # also an HF GPT-2 folder
+    python fold.py --out_dir=out-gpt2-s-alltaper --export_hf=gpt2-s-folded   # also an HF folder (hf.py)
 
 At g = 0 a TaperNorm is y = c h D_gammatilde and a TaperLN is y = c (h - mu_h) D_gammatilde + beta. The
 next linear layer z = y W^T + b absorbs either. PyTorch stores W as (out, in), so a scaling of y's
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from diagnose import train_counts
-from model import GPT, HF_CONV1D, FakeLN, LayerNorm, load_checkpoint
+from model import GPT, FakeLN, LayerNorm, load_checkpoint
 
 
 # --- the algebra, one identity per function ----------------------------------------------------------
@@ -144,58 +144,13 @@ def reset_unseen_embeddings(model, counts):
     return int(unseen.sum())
 
 
-# --- HF export (GPT-2) -------------------------------------------------------------------------------
-
-HF_EPS = 1e12  # sigma_h = sqrt(var + 1e12) is 1e6 to float precision for any residual stream
-
-
-@torch.no_grad()
-def export_hf(model, path):
-    """
-    Write a LayerNorm-free GPT-2 (All-TaperLN at g = 0, or FakeLN after removal), folded, as a folder
-    GPT2LMHeadModel.from_pretrained loads.
-    HF's GPT-2 always runs its LayerNorms, with one eps for all of them. eps = 1e12 makes sigma_h the
-    constant 1e6 to float precision, so each LayerNorm becomes a fixed affine map:
-      ln_1, ln_2: gamma = 1e6, beta = 0, i.e. h - mu_h; the folded weights center their input already,
-                  and centering twice is centering once;
-      ln_f:       gamma = 1e6 s, beta with s its fixed scaling, i.e. the final fixed map itself, so the
-                  head stays the tied embedding (HF's head has no bias to fold beta into).
-    An Internal-TaperLN model keeps a real final LayerNorm (eps 1e-5) and cannot share that eps.
-    """
-    from transformers import GPT2Config, GPT2LMHeadModel
-    cfg = model.config
-    if cfg.arch != 'gpt2' or cfg.norm != 'layernorm' or not cfg.final_norm_removed:
-        raise ValueError("only an All-TaperLN or FakeLN GPT-2 is free of every real LayerNorm; HF's "
-                         "GPT-2 gives all its LayerNorms one eps, so other models do not export")
-    folded = fold_model(model)
-    eot = cfg.eot_token if cfg.eot_token >= 0 else None
-    hf = GPT2LMHeadModel(GPT2Config(
-        vocab_size=cfg.vocab_size, n_positions=cfg.block_size, n_embd=cfg.n_embd, n_layer=cfg.n_layer,
-        n_head=cfg.n_head, layer_norm_epsilon=HF_EPS, activation_function='gelu_new',
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
-        bos_token_id=eot, eos_token_id=eot))
-    sd = hf.state_dict()
-    ours = folded.state_dict()
-    for key in sd:
-        if key in ours and key != 'lm_head.weight':
-            sd[key].copy_(ours[key].t() if key.endswith(HF_CONV1D) else ours[key])
-    sigma = HF_EPS ** 0.5
-    for i in range(cfg.n_layer):
-        for ln in ('ln_1', 'ln_2'):
-            sd[f'transformer.h.{i}.{ln}.weight'].fill_(sigma)
-            sd[f'transformer.h.{i}.{ln}.bias'].zero_()
-    ln_f = model.transformer.ln_f
-    sd['transformer.ln_f.weight'].copy_(sigma * ln_f.fixed_scale().double())
-    sd['transformer.ln_f.bias'].copy_(ln_f.bias)
-    hf.save_pretrained(path)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--out_dir', required=True, help="the run's folder")
     parser.add_argument('--ckpt', default='ckpt.pt', help="checkpoint file in out_dir")
     parser.add_argument('--out', default='ckpt_folded.pt', help="folded checkpoint file in out_dir")
-    parser.add_argument('--export_hf', default=None, help="also write an HF GPT-2 folder (GPT-2 only)")
+    parser.add_argument('--export_hf', default=None, help="also write an HF folder: GPT2LMHeadModel or "
+                                                         "LlamaForCausalLM (All-Taper and FakeLN only)")
     parser.add_argument('--reset_unseen', action='store_true',
                         help="All-Taper/FakeLN: set the input embeddings of tokens absent from the run's "
                              "train.bin to their mean (a guard against blow-ups; see diagnose.py)")
@@ -233,11 +188,13 @@ def main(argv=None):
     os.replace(out + '.tmp', out)
     print(f"wrote {out}")
     if args.export_hf:
+        from hf import export_hf  # hf.py folds with this file's algebra
         try:
             export_hf(model, args.export_hf)
         except ValueError as e:
             raise SystemExit(f"cannot export {path}: {e}") from None
-        print(f"wrote {args.export_hf} (loads with GPT2LMHeadModel.from_pretrained)")
+        hf_class = 'GPT2LMHeadModel' if model.config.arch == 'gpt2' else 'LlamaForCausalLM'
+        print(f"wrote {args.export_hf} (loads with {hf_class}.from_pretrained)")
 
 
 if __name__ == '__main__':

@@ -2,7 +2,8 @@
 One GPT with a swappable normalization layer, following "Gated Normalization Removal and Scale
 Anchoring in Pre-Norm Transformers" (TaperNorm). Equation numbers refer to the paper.
 
-  arch='llama': RoPE, SwiGLU, no biases, tied head (the TinyStories models).
+  arch='llama': RoPE, SwiGLU, no biases, tied head (the TinyStories models); loaded HF Llama-family
+               models add grouped-query attention, an untied head and optional biases (hf.py).
   arch='gpt2' : exactly HF GPT-2 (learned positions, tanh-GELU, biases, LayerNorm, tied head).
   norm        : 'rmsnorm' | 'layernorm' | 'dyt' (Dynamic Tanh, the comparison: no norm at all)
   taper       : 'none' (Baseline) | 'internal' (Internal-Taper) | 'all' (All-Taper)
@@ -39,6 +40,11 @@ class GPTConfig:
     aux_weight: float = 0.1      # lambda
     eot_token: int = -1          # end-of-text id, excluded from the Baroni target (-1: none)
     rope_theta: float = 10000.0
+    rope_scaling: dict = None    # Llama-3's frequency rescaling (HF rope_type 'llama3'), or None
+    n_kv_head: int = 0           # key/value heads of grouped-query attention; 0 = n_head
+    tied_head: bool = True       # the output head is the token embedding
+    attn_bias: bool = False      # llama: biases on q/k/v/o (HF attention_bias); GPT-2 always has them
+    mlp_bias: bool = False       # llama: biases on the SwiGLU projections (HF mlp_bias)
     dropout: float = 0.0         # HF GPT-2's placement: embeddings, attention probabilities and
                                  # the residual outputs of attention and MLP; training mode only
     fakeln: bool = False         # Baroni et al.'s protocol: every LayerNorm is a FakeLN, removed on
@@ -60,6 +66,13 @@ class GPTConfig:
                 raise ValueError(f"{key}={getattr(self, key)!r} is not one of {allowed}")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+        if self.n_kv_head < 0 or self.n_head % (self.n_kv_head or self.n_head):
+            raise ValueError(f"n_head={self.n_head} is not a multiple of n_kv_head={self.n_kv_head}: "
+                             f"each key/value head serves a whole group of query heads")
+        if self.arch == 'gpt2' and (self.n_kv_head not in (0, self.n_head) or not self.tied_head
+                                    or self.rope_scaling):
+            raise ValueError("arch='gpt2' is GPT-2 exactly: n_kv_head, tied_head and rope_scaling stay "
+                             "at their defaults")
         if self.norm == 'dyt' and (self.taper != 'none' or self.fakeln):
             raise ValueError("norm='dyt' leaves no norm to taper or remove: use taper='none' and "
                              "fakeln=False with it")
@@ -320,10 +333,6 @@ class DyTLN(DyT, LayerNorm):
     """DyT in place of LayerNorm (arch='gpt2'): tanh(alpha h) D_gamma + beta."""
 
 
-# HF GPT-2 stores these as Conv1D, (in, out); nn.Linear wants (out, in).
-HF_CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')
-
-
 def load_checkpoint(path, device='cpu'):
     """A checkpoint dict written by train.py or fold.py, or one clear sentence why not."""
     if not os.path.isfile(path):
@@ -337,31 +346,16 @@ def load_checkpoint(path, device='cpu'):
     return ckpt
 
 
-def load_hf(hf_class, name_or_dir):
-    """hf_class.from_pretrained(name_or_dir), or one sentence that says what to do instead."""
-    if os.path.isdir(name_or_dir) and not os.path.isfile(os.path.join(name_or_dir, 'config.json')):
-        raise ValueError(f"{name_or_dir} is not a folder written by save_pretrained (it has no config.json)")
-    if not os.path.isdir(name_or_dir) and name_or_dir.startswith(('.', '/', '~')):
-        raise ValueError(f"no folder at {name_or_dir}: pass a folder written by save_pretrained, or a "
-                         f"hub name such as gpt2")
-    try:
-        return hf_class.from_pretrained(name_or_dir)
-    except OSError as e:
-        if os.path.isdir(name_or_dir):
-            raise ValueError(f"transformers could not read {name_or_dir} ({str(e).splitlines()[0]})") from None
-        raise ValueError(f"could not download {name_or_dir}: no network, or no such model on the hub; "
-                         f"pass a local directory written by save_pretrained") from None
-
-
 # -----------------------------------------------------------------------------
 # Attention, MLP, block
 
 class KVCache(nn.Module):
-    """A static cache written in place at input_pos, so that a decode step has fixed shapes."""
+    """A static cache written in place at input_pos, so that a decode step has fixed shapes. It holds
+    the key/value heads only: under grouped-query attention, n_kv_head of them."""
 
-    def __init__(self, batch_size, max_seq_len, n_head, head_size, dtype, device):
+    def __init__(self, batch_size, max_seq_len, n_kv_head, head_size, dtype, device):
         super().__init__()
-        shape = (batch_size, n_head, max_seq_len, head_size)
+        shape = (batch_size, n_kv_head, max_seq_len, head_size)
         self.register_buffer('k', torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.register_buffer('v', torch.zeros(shape, dtype=dtype, device=device), persistent=False)
 
@@ -369,6 +363,21 @@ class KVCache(nn.Module):
         self.k.index_copy_(2, input_pos, k.to(self.k.dtype))
         self.v.index_copy_(2, input_pos, v.to(self.v.dtype))
         return self.k, self.v
+
+
+def rope_frequencies(config):
+    """RoPE's inverse frequencies theta^(-2i/hs), i < hs/2; with rope_scaling, Llama-3's rescaling:
+    wavelengths longer than original_max_position_embeddings / low_freq_factor are stretched by
+    factor, those shorter than .../high_freq_factor are kept, and the band between interpolates."""
+    hs = config.n_embd // config.n_head
+    inv_freq = 1.0 / config.rope_theta ** (torch.arange(0, hs, 2).float() / hs)  # float32, as HF computes it
+    if not config.rope_scaling:
+        return inv_freq
+    r = config.rope_scaling
+    old, low, high = r['original_max_position_embeddings'], r['low_freq_factor'], r['high_freq_factor']
+    wavelen = 2 * math.pi / inv_freq
+    smooth = ((old / wavelen - low) / (high - low)).clamp(0, 1)  # 0: long waves, 1: short waves
+    return (1 - smooth) * inv_freq / r['factor'] + smooth * inv_freq
 
 
 def rotate_half(x):
@@ -380,10 +389,13 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        bias = config.arch == 'gpt2'
+        bias = config.arch == 'gpt2' or config.attn_bias
         self.n_head = config.n_head
-        self.n_embd = config.n_embd
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=bias)  # the QKV projection
+        self.n_kv_head = config.n_kv_head or config.n_head  # grouped-query attention below n_head
+        self.head_size = config.n_embd // config.n_head
+        self.q_size, self.kv_size = config.n_embd, self.n_kv_head * self.head_size
+        # the QKV projection, one matrix: rows [q | k | v] of q_size, kv_size and kv_size
+        self.c_attn = nn.Linear(config.n_embd, self.q_size + 2 * self.kv_size, bias=bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=bias)
         self.dropout = config.dropout
         self.kv_cache = None
@@ -391,23 +403,24 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x, rope=None, input_pos=None, mask=None, x_v=None):
         """x_v, when given, is the V path's own input (FakeLN removes ln_1 there separately)."""
         B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        q, k, v = self.c_attn(x).split([self.q_size, self.kv_size, self.kv_size], dim=2)
         if x_v is not None:
-            v = F.linear(x_v, self.c_attn.weight[2 * C:],
-                         None if self.c_attn.bias is None else self.c_attn.bias[2 * C:])
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            v_rows = slice(self.q_size + self.kv_size, None)
+            v = F.linear(x_v, self.c_attn.weight[v_rows], None if self.c_attn.bias is None else self.c_attn.bias[v_rows])
+        q = q.view(B, T, self.n_head, self.head_size).transpose(1, 2)     # (B, nh, T, hs)
+        k = k.view(B, T, self.n_kv_head, self.head_size).transpose(1, 2)  # (B, nkv, T, hs)
+        v = v.view(B, T, self.n_kv_head, self.head_size).transpose(1, 2)
+        gqa = self.n_kv_head != self.n_head  # each k/v head serves n_head / n_kv_head query heads
         if rope is not None:
             cos, sin = rope  # (T, hs)
             q = (q * cos + rotate_half(q) * sin).to(v.dtype)
             k = (k * cos + rotate_half(k) * sin).to(v.dtype)
         if input_pos is None:
             p = self.dropout if self.training else 0.0  # on the attention probabilities, as HF GPT-2
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True, enable_gqa=gqa)
         else:
-            k, v = self.kv_cache.update(input_pos, k, v)                   # (B, nh, S, hs)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # mask: (T, S)
+            k, v = self.kv_cache.update(input_pos, k, v)                                   # (B, nkv, S, hs)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)  # mask: (T, S)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return F.dropout(self.c_proj(y), self.dropout, self.training)
 
@@ -431,9 +444,9 @@ class SwiGLU(nn.Module):
     def __init__(self, config):
         super().__init__()
         hidden = config.mlp_hidden or 32 * math.ceil(8 * config.n_embd / 3 / 32)
-        self.w1 = nn.Linear(config.n_embd, hidden, bias=False)
-        self.w3 = nn.Linear(config.n_embd, hidden, bias=False)
-        self.w2 = nn.Linear(hidden, config.n_embd, bias=False)
+        self.w1 = nn.Linear(config.n_embd, hidden, bias=config.mlp_bias)  # gate
+        self.w3 = nn.Linear(config.n_embd, hidden, bias=config.mlp_bias)  # up
+        self.w2 = nn.Linear(hidden, config.n_embd, bias=config.mlp_bias)  # down
         self.dropout = config.dropout
 
     def forward(self, x):
@@ -497,8 +510,7 @@ class GPT(nn.Module):
         if config.arch == 'gpt2':
             self.transformer.wpe = nn.Embedding(config.block_size, config.n_embd)
         else:
-            hs = config.n_embd // config.n_head
-            inv_freq = 1.0 / config.rope_theta ** (torch.arange(0, hs, 2).float() / hs)
+            inv_freq = rope_frequencies(config)
             angles = torch.outer(torch.arange(config.block_size).float(), inv_freq).repeat(1, 2)
             self.register_buffer('rope_cos', angles.cos(), persistent=False)  # (block_size, hs)
             self.register_buffer('rope_sin', angles.sin(), persistent=False)
@@ -506,7 +518,7 @@ class GPT(nn.Module):
         # matrix (with beta folded into a bias for GPT-2).
         folded_head = config.folded and config.final_norm_removed
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=folded_head and config.norm_bias)
-        if not folded_head:
+        if config.tied_head and not folded_head:
             self.transformer.wte.weight = self.lm_head.weight  # tied head
         self.causal_mask = None
         self.started = False  # Python copy of taper_started, read every step without a device sync
@@ -539,7 +551,7 @@ class GPT(nn.Module):
         return [m for m in self.modules() if isinstance(m, FakeLN)]
 
     def get_num_params(self, non_embedding=True):
-        """Parameters counted once (the head is tied); non_embedding drops the position table."""
+        """Parameters counted once (a tied head is the embedding); non_embedding drops the position table."""
         n = sum(p.numel() for p in self.parameters())
         if non_embedding and self.config.arch == 'gpt2':
             n -= self.transformer.wpe.weight.numel()
@@ -684,10 +696,9 @@ class GPT(nn.Module):
                              f"{self.config.block_size}")
         weight = self.lm_head.weight
         dtype = dtype or weight.dtype
-        hs = self.config.n_embd // self.config.n_head
         for block in self.transformer.h:
-            block.attn.kv_cache = KVCache(batch_size, max_seq_len, self.config.n_head, hs, dtype,
-                                          weight.device)
+            attn = block.attn
+            attn.kv_cache = KVCache(batch_size, max_seq_len, attn.n_kv_head, attn.head_size, dtype, weight.device)
         self.causal_mask = torch.ones(max_seq_len, max_seq_len, dtype=torch.bool,
                                       device=weight.device).tril()
 
@@ -757,54 +768,6 @@ class GPT(nn.Module):
             raise ValueError(f"{path}: its weights do not fit its own config "
                              f"({str(e).splitlines()[1].strip()})") from None
         return model.to(device)
-
-    # --- loading HF GPT-2 -------------------------------------------------------------------
-
-    @classmethod
-    def from_pretrained(cls, name_or_dir, **overrides):
-        """
-        GPT-2 weights through transformers: 'gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl', or a
-        directory written by save_pretrained (sizes come from its config). overrides set the
-        non-shape fields (taper, aux_loss, ema_rate, dropout, fakeln, ...); TaperLN takes gamma and beta
-        from the HF LayerNorm it replaces.
-        """
-        from transformers import GPT2LMHeadModel
-        shape_keys = {'arch', 'block_size', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'norm',
-                      'norm_eps', 'mlp_hidden'}
-        if shape_keys & overrides.keys():
-            raise ValueError(f"from_pretrained takes its shape from the checkpoint; "
-                             f"drop {sorted(shape_keys & overrides.keys())}")
-        hf = load_hf(GPT2LMHeadModel, name_or_dir)
-        hc = hf.config
-        if hc.activation_function != 'gelu_new' or hc.scale_attn_by_inverse_layer_idx:
-            raise ValueError(f"{name_or_dir} is not a standard GPT-2 (activation "
-                             f"{hc.activation_function!r}); only the GPT-2 architecture is supported")
-        overrides.setdefault('eot_token', hc.eos_token_id)
-        config = GPTConfig(arch='gpt2', norm='layernorm', block_size=hc.n_positions,
-                           vocab_size=hc.vocab_size, n_layer=hc.n_layer, n_head=hc.n_head,
-                           n_embd=hc.n_embd, norm_eps=hc.layer_norm_epsilon, **overrides)
-        model = cls(config)
-        sd = model.state_dict()
-        sd_hf = hf.state_dict()
-        loaded = set()
-        with torch.no_grad():
-            for k, v in sd_hf.items():
-                if k.endswith(('.attn.bias', '.attn.masked_bias')):  # causal-mask buffers, not weights
-                    continue
-                if k not in sd:
-                    raise KeyError(f"{name_or_dir}: unexpected weight {k}")
-                v = v.t() if k.endswith(HF_CONV1D) else v
-                if v.shape != sd[k].shape:
-                    raise ValueError(f"{name_or_dir}: {k} has shape {tuple(v.shape)}, "
-                                     f"expected {tuple(sd[k].shape)}")
-                sd[k].copy_(v)
-                loaded.add(k)
-            for m in model.tapered_norms():
-                m.taper_weight.copy_(m.weight)
-        missing = {k for k, _ in model.named_parameters() if not k.endswith('taper_weight')} - loaded
-        if missing:
-            raise KeyError(f"{name_or_dir}: no weights for {sorted(missing)}")
-        return model
 
     # --- training helpers --------------------------------------------------------------------
 

@@ -1,12 +1,15 @@
 """
-Generate text with the static KV cache, from a training checkpoint, a folded one, or HF GPT-2.
+Generate text with the static KV cache, from a training checkpoint, a folded one, or an HF GPT-2 or
+Llama-family model.
 
     python sample.py --out_dir=out-taper-internal-512
     python sample.py --out_dir=out-taper-internal-512 --ckpt=ckpt_folded.pt --start="Once upon a time"
     python sample.py --init_from=gpt2 --start=FILE:prompt.txt --num_samples=1
+    python sample.py --init_from=HuggingFaceTB/SmolLM2-135M --start="The capital of France"
 
 A tapered model is sampled at g = 0 once its taper has started. Tokens are decoded with the run's own
-tokenizer, which the checkpoint carries: SentencePiece for TinyStories, tiktoken's GPT-2 BPE for GPT-2.
+tokenizer, which the checkpoint carries: SentencePiece for TinyStories, tiktoken's GPT-2 BPE for GPT-2,
+an HF model's own tokenizer for a Llama-family model.
 """
 
 import os
@@ -15,6 +18,7 @@ from contextlib import nullcontext
 
 import torch
 
+from hf import from_pretrained, tokenizer_reference
 from model import GPT, load_checkpoint
 
 # -----------------------------------------------------------------------------
@@ -70,10 +74,10 @@ if init_from == 'resume':
     tokenizer = checkpoint.get('tokenizer')
 else:
     try:
-        model = GPT.from_pretrained(init_from).to(device)
+        model = from_pretrained(init_from).to(device)
+        tokenizer = tokenizer_reference(init_from)  # GPT-2's BPE, or the model's own tokenizer
     except (OSError, ValueError, KeyError) as e:
         raise SystemExit(f"cannot sample: {e}") from None
-    tokenizer = dict(kind='tiktoken', name='gpt2')
 model.eval()
 if model.started and model.tapered_norms():
     model.set_gate(0.0)

@@ -10,7 +10,8 @@ import copy
 import pytest
 import torch
 
-from fold import export_hf, fold_model
+from fold import fold_model
+from hf import export_hf
 from model import GPT, greedy_step
 from test_taper import prepared, tapered_at_zero, tiny_config
 

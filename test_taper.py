@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from hf import from_pretrained
 from model import (GPT, EMA, GPTConfig, LayerNorm, RMSNorm, TaperLN, TaperNorm, fixed_target_loss)
 
 D = 16  # feature width for the single-layer tests
@@ -320,7 +321,7 @@ def test_gpt2_logits_match_transformers(hf_gpt2_dir):
     """Our arch='gpt2' equals transformers' GPT2LMHeadModel on the same weights (float32)."""
     from transformers import GPT2LMHeadModel
     hf = GPT2LMHeadModel.from_pretrained(hf_gpt2_dir).eval()
-    model = GPT.from_pretrained(hf_gpt2_dir).eval()
+    model = from_pretrained(hf_gpt2_dir).eval()
     assert model.config.n_embd == 32 and model.config.block_size == 64
     idx = torch.randint(0, 97, (3, 40))
     with torch.no_grad():
@@ -332,15 +333,15 @@ def test_gpt2_logits_match_transformers(hf_gpt2_dir):
 def test_gpt2_taper_takes_gamma_beta_from_hf(hf_gpt2_dir):
     """TaperLN replaces every HF LayerNorm (All-TaperLN) with its gamma and beta, so at g = 1 the
     model is still GPT-2."""
-    base = GPT.from_pretrained(hf_gpt2_dir).eval()
-    tapered = GPT.from_pretrained(hf_gpt2_dir, taper='all', aux_loss='fixed').eval()
+    base = from_pretrained(hf_gpt2_dir).eval()
+    tapered = from_pretrained(hf_gpt2_dir, taper='all', aux_loss='fixed').eval()
     assert all(isinstance(m, TaperLN) for m in (tapered.transformer.h[0].ln_1, tapered.transformer.ln_f))
     torch.testing.assert_close(tapered.transformer.h[1].ln_2.bias, base.transformer.h[1].ln_2.bias)
     idx = torch.randint(0, 97, (2, 20))
     with torch.no_grad():
         torch.testing.assert_close(tapered(idx)[0], base(idx)[0], rtol=0, atol=1e-5)
     with pytest.raises(ValueError, match='shape'):
-        GPT.from_pretrained(hf_gpt2_dir, n_layer=4)
+        from_pretrained(hf_gpt2_dir, n_layer=4)
 
 
 # --- 6. the KV cache -----------------------------------------------------------------------------
@@ -571,14 +572,14 @@ def test_folded_all_taper_gpt2_exports_to_transformers(tmp_path):
     """Beyond the paper: an All-TaperLN GPT-2 at g = 0 exported for GPT2LMHeadModel (every LayerNorm a
     fixed affine map through eps = 1e12) gives our logits."""
     from transformers import GPT2LMHeadModel
-    from fold import export_hf
+    from hf import export_hf
     model = tapered_at_zero('gpt2', 'layernorm', 'all')
     export_hf(model, tmp_path)
     hf = GPT2LMHeadModel.from_pretrained(tmp_path).eval()
     idx = torch.randint(0, 64, (2, 30))
     with torch.no_grad():
         assert (hf(idx).logits - model(idx)[0]).abs().max().item() < 1e-5
-    with pytest.raises(ValueError, match='All-TaperLN'):
+    with pytest.raises(ValueError, match='All-Taper'):
         export_hf(tapered_at_zero('gpt2', 'layernorm', 'internal'), tmp_path / 'no')
 
 
@@ -639,7 +640,7 @@ def test_fakeln_gpt2_has_gpt2s_parameters_and_its_ema_follows_every_forward(hf_g
     residual stream it normalizes, over every position, with the configured momentum."""
     from transformers import GPT2LMHeadModel
     hf = GPT2LMHeadModel.from_pretrained(hf_gpt2_dir)
-    model = GPT.from_pretrained(hf_gpt2_dir, fakeln=True, fakeln_momentum=0.8).train()
+    model = from_pretrained(hf_gpt2_dir, fakeln=True, fakeln_momentum=0.8).train()
     assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in hf.parameters())
     torch.manual_seed(0)
     means = []
@@ -659,7 +660,7 @@ def fakeln_removed(hf_dir, remove=(('ln_2', 0), ('ln_1', 0), ('ln_1', 1), ('ln_f
     """A FakeLN GPT-2 from HF weights with the named (LayerNorm, path) removed in turn, a few training
     forwards apart, so that ln_1's two paths freeze different sigma_avg."""
     torch.manual_seed(0)
-    model = GPT.from_pretrained(hf_dir, fakeln=True, aux_loss='baroni').train()
+    model = from_pretrained(hf_dir, fakeln=True, aux_loss='baroni').train()
     for step, (name, path) in enumerate([(None, None)] + list(remove)):
         for norm in ([] if name is None else [model.transformer.ln_f] if name == 'ln_f' else
                      [getattr(block, name) for block in model.transformer.h]):
@@ -700,7 +701,7 @@ def test_dropout_is_hf_gpt2s_in_training_and_off_in_eval(hf_gpt2_dir):
     in generation no dropout runs."""
     from transformers import GPT2LMHeadModel
     hf = GPT2LMHeadModel.from_pretrained(hf_gpt2_dir, resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1).train()
-    model = GPT.from_pretrained(hf_gpt2_dir, dropout=0.1).train()
+    model = from_pretrained(hf_gpt2_dir, dropout=0.1).train()
     idx = torch.randint(0, 97, (3, 40))
     with torch.no_grad():
         torch.manual_seed(1)
@@ -724,7 +725,8 @@ def test_fakeln_model_folds_and_exports_like_all_taperln(hf_gpt2_dir, tmp_path):
     """Once every LayerNorm is removed, FakeLN folds exactly (ln_1 into the Q/K rows of c_attn, its
     V-path copy into the V rows) and exports to transformers' GPT2LMHeadModel."""
     from transformers import GPT2LMHeadModel
-    from fold import export_hf, fold_model, max_logit_diff
+    from fold import fold_model, max_logit_diff
+    from hf import export_hf
     model = fakeln_removed(hf_gpt2_dir)
     assert all(abs(b.ln_1.sigma_avg[0] - b.ln_1.sigma_avg[1]) > 1e-4 * b.ln_1.sigma_avg[0] for b in model.transformer.h)
     folded = fold_model(model)

@@ -446,7 +446,7 @@ def test_evaluate_script_prints_table3(finetuned, owt_dir):
     evaluation does; a folded checkpoint scores what the g = 0 model does. The reference is
     transformers' GPT2LMHeadModel on the same chunks, in float32."""
     from transformers import GPT2LMHeadModel
-    from fold import export_hf
+    from hf import export_hf
     common = [f'--data_dir={owt_dir}', '--device=cpu', '--max_chunks=3', '--batch_size=2']
     plain = run('evaluate.py', f'--out_dir={finetuned / "internaltaper"}', *common)
     folded = run('evaluate.py', f'--out_dir={finetuned / "internaltaper"}', '--ckpt=ckpt_folded.pt', *common)

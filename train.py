@@ -29,6 +29,7 @@ from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from memory import describe as describe_memory
+from hf import from_pretrained
 from model import GPT, GPTConfig, load_checkpoint
 
 # -----------------------------------------------------------------------------
@@ -362,9 +363,8 @@ elif init_from == 'resume':
         print("resuming with changed settings: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
 else:
     try:
-        model = GPT.from_pretrained(init_from, taper=taper, aux_loss=aux_loss, aux_weight=aux_weight,
-                                    ema_rate=ema_rate, dropout=dropout, fakeln=fakeln,
-                                    fakeln_momentum=fakeln_momentum)
+        model = from_pretrained(init_from, taper=taper, aux_loss=aux_loss, aux_weight=aux_weight,
+                                ema_rate=ema_rate, dropout=dropout, fakeln=fakeln, fakeln_momentum=fakeln_momentum)
     except (OSError, ValueError, KeyError) as e:
         fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))  # a KeyError's str() is quoted
     if block_size > model.config.block_size:

@@ -1,0 +1,266 @@
+"""
+transformers in one room: HF checkpoints into this repository's GPT, and folded norm-free models back
+out as folders transformers loads.
+
+    model = from_pretrained('gpt2-medium', taper='all', aux_loss='fixed')   # GPT2LMHeadModel weights
+    model = from_pretrained('HuggingFaceTB/SmolLM2-135M', block_size=2048)  # LlamaForCausalLM weights
+    export_hf(model, 'folded-hf')   # All-Taper (or FakeLN) at g = 0, folded: loads in transformers
+
+GPT-2 becomes arch='gpt2' (LayerNorm, TaperLN when tapered). A Llama-family model becomes arch='llama'
+with every shape read from its config: grouped-query attention, rope_theta (and Llama-3's
+rope scaling), rms_norm_eps, a tied or untied head, intermediate_size, attention/MLP biases and the
+context (max_position_embeddings, or a shorter block_size). RMSNorm is exactly TaperNorm's case.
+A field this model cannot compute stops with one sentence naming it.
+"""
+
+import os
+
+import torch
+
+from model import GPT, GPTConfig
+
+# HF GPT-2 stores these as Conv1D, (in, out); nn.Linear wants (out, in).
+HF_CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')
+# Ours <- HF Llama, per layer: one fused QKV matrix from three, and SwiGLU's w1/w3/w2 = gate/up/down.
+LLAMA_LAYER = {'ln_1.weight': ['input_layernorm.weight'],
+               'attn.c_attn': ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'],
+               'attn.c_proj': ['self_attn.o_proj'],
+               'ln_2.weight': ['post_attention_layernorm.weight'],
+               'mlp.w1': ['mlp.gate_proj'], 'mlp.w3': ['mlp.up_proj'], 'mlp.w2': ['mlp.down_proj']}
+SHAPE_KEYS = {'arch', 'vocab_size', 'n_layer', 'n_head', 'n_kv_head', 'n_embd', 'norm', 'norm_eps',
+              'mlp_hidden', 'rope_theta', 'rope_scaling', 'tied_head', 'attn_bias', 'mlp_bias'}
+HF_EPS = 1e12  # sqrt(mean square + 1e12) is 1e6 to float precision for any residual stream
+
+
+def load_hf(hf_class, name_or_dir):
+    """hf_class.from_pretrained(name_or_dir), or one sentence that says what to do instead."""
+    if os.path.isdir(name_or_dir) and not os.path.isfile(os.path.join(name_or_dir, 'config.json')):
+        raise ValueError(f"{name_or_dir} is not a folder written by save_pretrained (it has no config.json)")
+    if not os.path.isdir(name_or_dir) and name_or_dir.startswith(('.', '/', '~')):
+        raise ValueError(f"no folder at {name_or_dir}: pass a folder written by save_pretrained, or a "
+                         f"hub name such as gpt2")
+    try:
+        return hf_class.from_pretrained(name_or_dir)
+    except OSError as e:
+        if os.path.isdir(name_or_dir):
+            raise ValueError(f"transformers could not read {name_or_dir} ({str(e).splitlines()[0]})") from None
+        raise ValueError(f"could not download {name_or_dir}: no network, or no such model on the hub; "
+                         f"pass a local directory written by save_pretrained") from None
+
+
+def tokenizer_reference(name_or_dir):
+    """The checkpoint's tokenizer reference for an HF model (see train.py): GPT-2's BPE by name, any
+    other model's own fast tokenizer as its tokenizer.json text."""
+    from transformers import AutoConfig, AutoTokenizer
+    if load_hf(AutoConfig, name_or_dir).model_type == 'gpt2':
+        return dict(kind='tiktoken', name='gpt2')
+    return dict(kind='hf', json=load_hf(AutoTokenizer, name_or_dir).backend_tokenizer.to_str())
+
+
+# --- loading --------------------------------------------------------------------------------------
+
+def from_pretrained(name_or_dir, block_size=None, **overrides):
+    """
+    A GPT holding the weights of an HF GPT-2 ('gpt2' ... 'gpt2-xl') or Llama-family model (a hub name or
+    a save_pretrained folder). Shapes come from its config; block_size may shorten a Llama's context.
+    overrides set the non-shape fields (taper, aux_loss, ema_rate, dropout, fakeln, ...); a TaperNorm or
+    TaperLN starts with gammatilde = gamma of the norm it replaces.
+    """
+    from transformers import AutoConfig
+    if SHAPE_KEYS & overrides.keys():
+        raise ValueError(f"from_pretrained takes its shape from the checkpoint; "
+                         f"drop {sorted(SHAPE_KEYS & overrides.keys())}")
+    hc = load_hf(AutoConfig, name_or_dir)
+    if hc.model_type not in ('gpt2', 'llama'):
+        raise ValueError(f"{name_or_dir} is a {hc.model_type!r} model: only GPT-2 and Llama-family "
+                         f"(LlamaForCausalLM) checkpoints load")
+    if isinstance(hc.eos_token_id, int):
+        overrides.setdefault('eot_token', hc.eos_token_id)
+    convert = load_gpt2 if hc.model_type == 'gpt2' else load_llama
+    model = convert(name_or_dir, hc, block_size, overrides)
+    with torch.no_grad():
+        for m in model.tapered_norms():
+            m.taper_weight.copy_(m.weight)
+    return model
+
+
+def llama_config(name_or_dir, hc, block_size, overrides):
+    """GPTConfig of an HF LlamaConfig, or a ValueError naming the field this model cannot compute."""
+    def refuse(field, value, why):
+        raise ValueError(f"{name_or_dir} sets {field}={value!r}, which this model cannot compute: {why}")
+    if hc.hidden_act != 'silu':
+        refuse('hidden_act', hc.hidden_act, "its MLP is SwiGLU, whose gate is SiLU")
+    hs = hc.hidden_size // hc.num_attention_heads
+    if getattr(hc, 'head_dim', None) not in (None, hs):
+        refuse('head_dim', hc.head_dim, f"heads here are hidden_size / num_attention_heads = {hs} wide")
+    if getattr(hc, 'sliding_window', None) is not None:
+        refuse('sliding_window', hc.sliding_window, "attention here is full causal attention")
+    rope = dict(getattr(hc, 'rope_parameters', None) or {})  # transformers 5; older: rope_theta/rope_scaling
+    rope = rope or dict(getattr(hc, 'rope_scaling', None) or {}, rope_theta=getattr(hc, 'rope_theta', 10000.0))
+    kind = rope.get('rope_type', rope.get('type', 'default'))
+    if kind not in ('default', 'llama3'):
+        refuse('rope_type', kind, "RoPE here is plain or Llama-3-scaled ('default' or 'llama3')")
+    scaling = None
+    if kind == 'llama3':
+        scaling = {k: rope[k] for k in ('factor', 'low_freq_factor', 'high_freq_factor',
+                                        'original_max_position_embeddings')}
+    context = hc.max_position_embeddings
+    if block_size is not None and not 0 < block_size <= context:
+        raise ValueError(f"block_size={block_size} must lie in [1, {context}], {name_or_dir}'s context "
+                         f"(max_position_embeddings)")
+    return GPTConfig(arch='llama', norm='rmsnorm', block_size=block_size or context,
+                     vocab_size=hc.vocab_size, n_layer=hc.num_hidden_layers, n_head=hc.num_attention_heads,
+                     n_kv_head=hc.num_key_value_heads or hc.num_attention_heads, n_embd=hc.hidden_size,
+                     mlp_hidden=hc.intermediate_size, norm_eps=hc.rms_norm_eps, rope_theta=rope['rope_theta'],
+                     rope_scaling=scaling, tied_head=hc.tie_word_embeddings,
+                     attn_bias=hc.attention_bias, mlp_bias=getattr(hc, 'mlp_bias', False), **overrides)
+
+
+def copy_weights(model, weights, name_or_dir):
+    """Copy weights {our name: tensor} into model with shape checks; every parameter but gammatilde
+    must be given."""
+    sd = model.state_dict()
+    with torch.no_grad():
+        for k, v in weights.items():
+            if k not in sd:
+                raise KeyError(f"{name_or_dir}: unexpected weight {k}")
+            if v.shape != sd[k].shape:
+                raise ValueError(f"{name_or_dir}: {k} has shape {tuple(v.shape)}, expected {tuple(sd[k].shape)}")
+            sd[k].copy_(v)
+    missing = {k for k, _ in model.named_parameters() if not k.endswith('taper_weight')} - weights.keys()
+    if missing:
+        raise KeyError(f"{name_or_dir}: no weights for {sorted(missing)}")
+
+
+def load_llama(name_or_dir, hc, block_size, overrides):
+    from transformers import LlamaForCausalLM
+    model = GPT(llama_config(name_or_dir, hc, block_size, overrides))
+    sd_hf = load_hf(LlamaForCausalLM, name_or_dir).state_dict()
+    weights = {'transformer.wte.weight': sd_hf.pop('model.embed_tokens.weight'),
+               'transformer.ln_f.weight': sd_hf.pop('model.norm.weight')}
+    if 'lm_head.weight' in sd_hf:  # tied: the same tensor as the embedding
+        weights['lm_head.weight'] = sd_hf.pop('lm_head.weight')
+    for i in range(hc.num_hidden_layers):
+        for ours, theirs in LLAMA_LAYER.items():
+            suffixes = [''] if ours.endswith('.weight') else ['.weight', '.bias']
+            for suffix in suffixes:
+                keys = [f'model.layers.{i}.{t}{suffix}' for t in theirs]
+                if all(k in sd_hf for k in keys):
+                    weights[f'transformer.h.{i}.{ours}{suffix}'] = torch.cat([sd_hf.pop(k) for k in keys])
+    leftover = [k for k in sd_hf if not k.endswith('rotary_emb.inv_freq')]
+    if leftover:
+        raise KeyError(f"{name_or_dir}: unexpected weight {leftover[0]}")
+    copy_weights(model, weights, name_or_dir)
+    return model
+
+
+def load_gpt2(name_or_dir, hc, block_size, overrides):
+    from transformers import GPT2LMHeadModel
+    if hc.activation_function != 'gelu_new' or hc.scale_attn_by_inverse_layer_idx:
+        raise ValueError(f"{name_or_dir} is not a standard GPT-2 (activation {hc.activation_function!r}); "
+                         f"only the GPT-2 architecture is supported")
+    if block_size not in (None, hc.n_positions):
+        raise ValueError(f"a GPT-2 keeps its learned context of {hc.n_positions}: drop block_size={block_size}")
+    model = GPT(GPTConfig(arch='gpt2', norm='layernorm', block_size=hc.n_positions, vocab_size=hc.vocab_size,
+                          n_layer=hc.n_layer, n_head=hc.n_head, n_embd=hc.n_embd,
+                          norm_eps=hc.layer_norm_epsilon, **overrides))
+    weights = {k: v.t() if k.endswith(HF_CONV1D) else v
+               for k, v in load_hf(GPT2LMHeadModel, name_or_dir).state_dict().items()
+               if not k.endswith(('.attn.bias', '.attn.masked_bias'))}  # causal-mask buffers, not weights
+    copy_weights(model, weights, name_or_dir)
+    return model
+
+
+# --- export ---------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def export_hf(model, path):
+    """
+    Write a norm-free model, folded, as a folder transformers loads: an All-TaperLN or FakeLN GPT-2 as
+    GPT2LMHeadModel, an All-Taper Llama as LlamaForCausalLM. Both HF classes always run their norms,
+    with one eps for all of them. eps = 1e12 makes the norm's denominator the constant 1e6 to float
+    precision, so each norm becomes a fixed map:
+      internal norms: gamma = 1e6 (and beta = 0): the identity for RMSNorm, h - mu_h for LayerNorm,
+                      which the folded weights ignore since they center their input already;
+      final norm:     gamma = 1e6 s (beta = beta): the model's own fixed final map, so the head stays
+                      the model's head (tied or not; HF's has no bias to fold beta into).
+    An Internal-Taper model keeps a real final norm (eps 1e-5 or the model's own) and cannot share that
+    eps, so it does not export.
+    """
+    from fold import fold_model
+    cfg = model.config
+    if not cfg.final_norm_removed:
+        raise ValueError("only an All-Taper (or FakeLN) model is free of every real norm; HF's GPT-2 and "
+                         "Llama give all their norms one eps, so a model with a real final norm does not export")
+    if cfg.norm == 'dyt' or (cfg.arch, cfg.norm) not in (('gpt2', 'layernorm'), ('llama', 'rmsnorm')):
+        raise ValueError(f"arch={cfg.arch!r} with norm={cfg.norm!r} has no HF class to export to")
+    folded = fold_model(model)
+    sigma = HF_EPS ** 0.5
+    hf, weights = (hf_gpt2 if cfg.arch == 'gpt2' else hf_llama)(folded, sigma)
+    ln_f, final = model.transformer.ln_f, 'transformer.ln_f' if cfg.arch == 'gpt2' else 'model.norm'
+    weights[f'{final}.weight'] = sigma * ln_f.fixed_scale().double()
+    if getattr(ln_f, 'bias', None) is not None:  # LayerNorm's beta; RMSNorm has none
+        weights[f'{final}.bias'] = ln_f.bias
+    weights['lm_head.weight'] = model.lm_head.weight  # the unfolded head: the final map is in ln_f
+    sd = hf.state_dict()
+    for key, value in weights.items():
+        sd[key].copy_(value)
+    hf.save_pretrained(path)
+
+
+def hf_gpt2(folded, sigma):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = folded.config
+    eot = cfg.eot_token if cfg.eot_token >= 0 else None
+    hf = GPT2LMHeadModel(GPT2Config(
+        vocab_size=cfg.vocab_size, n_positions=cfg.block_size, n_embd=cfg.n_embd, n_layer=cfg.n_layer,
+        n_head=cfg.n_head, layer_norm_epsilon=HF_EPS, activation_function='gelu_new',
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
+        bos_token_id=eot, eos_token_id=eot))
+    ours = folded.state_dict()
+    weights = {key: ours[key].t() if key.endswith(HF_CONV1D) else ours[key]
+               for key in hf.state_dict() if key in ours and key != 'lm_head.weight'}
+    for i in range(cfg.n_layer):
+        for ln in ('ln_1', 'ln_2'):
+            weights[f'transformer.h.{i}.{ln}.weight'] = torch.full((cfg.n_embd,), sigma)
+            weights[f'transformer.h.{i}.{ln}.bias'] = torch.zeros(cfg.n_embd)
+    return hf, weights
+
+
+def llama_hf_config(model, eps=None):
+    """The LlamaConfig of an arch='llama' model's shape (eps: every RMSNorm's, default the model's)."""
+    from transformers import LlamaConfig
+    cfg = model.config
+    rope = dict(rope_type='default', rope_theta=cfg.rope_theta)
+    if cfg.rope_scaling:
+        rope.update(rope_type='llama3', **cfg.rope_scaling)
+    eot = cfg.eot_token if cfg.eot_token >= 0 else None
+    return LlamaConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.n_embd, intermediate_size=model.transformer.h[0].mlp.w1.out_features,
+        num_hidden_layers=cfg.n_layer, num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_kv_head or cfg.n_head,
+        head_dim=cfg.n_embd // cfg.n_head, max_position_embeddings=cfg.block_size, rms_norm_eps=eps or cfg.norm_eps,
+        rope_parameters=rope, attention_bias=cfg.attn_bias, mlp_bias=cfg.mlp_bias, hidden_act='silu',
+        tie_word_embeddings=cfg.tied_head, bos_token_id=eot, eos_token_id=eot)
+
+
+def hf_llama(folded, sigma):
+    from fold import rows
+    from transformers import LlamaForCausalLM
+    cfg = folded.config
+    hf = LlamaForCausalLM(llama_hf_config(folded, HF_EPS))
+    ours = folded.state_dict()
+    weights = {'model.embed_tokens.weight': ours['transformer.wte.weight']}
+    for i, block in enumerate(folded.transformer.h):
+        layer, attn = f'model.layers.{i}', block.attn
+        q, kv = attn.q_size, attn.kv_size  # c_attn's rows are [q | k | v]
+        linears = dict(zip(['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'],
+                           [rows(attn.c_attn, *span) for span in ((0, q), (q, q + kv), (q + kv, q + 2 * kv))]))
+        linears.update({'self_attn.o_proj': attn.c_proj, 'mlp.gate_proj': block.mlp.w1,
+                        'mlp.up_proj': block.mlp.w3, 'mlp.down_proj': block.mlp.w2})
+        for name, linear in linears.items():
+            weights[f'{layer}.{name}.weight'] = linear.weight
+            if linear.bias is not None:
+                weights[f'{layer}.{name}.bias'] = linear.bias
+        for norm in ('input_layernorm', 'post_attention_layernorm'):  # the folded weights hold the maps
+            weights[f'{layer}.{norm}.weight'] = torch.full((cfg.n_embd,), sigma)
+    return hf, weights

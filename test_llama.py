@@ -1,0 +1,161 @@
+"""
+Beyond the paper: TaperNorm on HF Llama-family models (hf.py). Tiny random LlamaConfigs written with
+save_pretrained stand in for hub checkpoints, varied over what a real one can set: grouped-query and
+multi-query attention, a tied or untied head, a non-default rope_theta, Llama-3's rope scaling and
+biases. transformers' own LlamaForCausalLM is the reference throughout.
+"""
+import copy
+
+import pytest
+import torch
+
+from fold import fold_model, max_logit_diff
+from hf import export_hf, from_pretrained
+
+LLAMAS = {  # name: LlamaConfig fields beyond the common tiny shape
+    'gqa': dict(num_key_value_heads=2),
+    'mqa-tied': dict(num_key_value_heads=1, tie_word_embeddings=True),
+    'biases-theta': dict(num_key_value_heads=4, attention_bias=True, mlp_bias=True, rope_theta=5e5),
+    'llama3-rope': dict(num_key_value_heads=2, rope_parameters=dict(
+        rope_type='llama3', rope_theta=5e5, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+        original_max_position_embeddings=16)),
+}
+VOCAB = 300
+
+
+def write_llama(path, seed=0, **fields):
+    """A tiny random LlamaForCausalLM saved as a user's local folder; every weight, norms included, is
+    moved off its init so that a mis-mapped tensor shows."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(seed)
+    config = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                  num_attention_heads=4, max_position_embeddings=128, rms_norm_eps=1e-6,
+                  tie_word_embeddings=False) | fields
+    hf = LlamaForCausalLM(LlamaConfig(**config))
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    hf.save_pretrained(path)
+    return hf.eval()
+
+
+@pytest.fixture(scope='module', params=list(LLAMAS))
+def llama(request, tmp_path_factory):
+    """(folder, the transformers model) for each variant."""
+    path = tmp_path_factory.mktemp(f'llama-{request.param}')
+    return path, write_llama(path, **LLAMAS[request.param])
+
+
+def tokens(T=100, B=2, seed=1):
+    return torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def test_logits_and_greedy_generation_match_transformers(llama):
+    """Our arch='llama' on a loaded checkpoint equals LlamaForCausalLM: logits to float32 rounding
+    relative to their scale, and KV-cached greedy decoding token for token."""
+    path, hf = llama
+    model = from_pretrained(path).eval()
+    idx = tokens()
+    with torch.no_grad():
+        ref = hf(idx).logits
+        assert (model(idx)[0] - ref).abs().max() <= 1e-4 * ref.abs().max()
+    prompt = idx[:, :6]
+    hf.generation_config.eos_token_id = None  # never stop early: compare all 12 tokens
+    expected = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=12,
+                           do_sample=False, pad_token_id=0)
+    assert torch.equal(model.generate(prompt, 12, temperature=0), expected)
+
+
+def test_every_shape_comes_from_the_config(tmp_path):
+    """GQA heads, the untied head, biases, intermediate size, rope_theta, eps and the context are read,
+    not assumed; the KV cache holds n_kv_head heads; block_size shortens the context."""
+    write_llama(tmp_path, num_key_value_heads=2, attention_bias=True, rope_theta=5e5)
+    model = from_pretrained(tmp_path, block_size=32)
+    cfg, attn = model.config, model.transformer.h[0].attn
+    assert (cfg.n_kv_head, cfg.mlp_hidden, cfg.rope_theta, cfg.norm_eps) == (2, 96, 5e5, 1e-6)
+    assert cfg.block_size == 32 and not cfg.tied_head and model.lm_head.weight is not model.transformer.wte.weight
+    assert attn.c_attn.weight.shape == (64 + 2 * 2 * 16, 64) and attn.c_attn.bias is not None
+    model.setup_cache(1, 8)
+    assert attn.kv_cache.k.shape == (1, 2, 8, 16)
+
+
+def tapered_at_zero(path, taper, steps=3):
+    """The loaded model, tapered: calibrated on a few batches, then at g = 0 with gammatilde moved."""
+    model = from_pretrained(path, taper=taper, aux_loss='fixed').train()
+    for _ in range(steps):
+        model(tokens(16, seed=2), tokens(16, seed=3))
+        model.step_emas()
+    model.start_taper()
+    model.set_gate(0.0)
+    with torch.no_grad():
+        for m in model.tapered_norms():
+            m.taper_weight.mul_(1 + 0.3 * torch.randn_like(m.taper_weight))
+    return model.eval()
+
+
+@pytest.mark.parametrize('taper', ['internal', 'all'])
+def test_folding_a_loaded_llama_keeps_its_logits(llama, taper):
+    """fold.py on a Llama at g = 0: internal norms into q/k/v and gate/up, All-Taper's final norm into
+    the head, tied or not. Float32 to rounding, float64 exact."""
+    model = tapered_at_zero(llama[0], taper)
+    folded = fold_model(model)
+    scale = model(tokens())[0].abs().max().item()
+    assert max_logit_diff(model, folded, tokens()) <= 1e-5 * scale
+    model64 = copy.deepcopy(model).double()  # the algebra alone, without float32 weights
+    assert max_logit_diff(model64, fold_model(model64), tokens(), torch.float64) <= 1e-12 * scale
+    assert folded.tapered_norms() == []
+    head_is_embedding = folded.lm_head.weight is folded.transformer.wte.weight  # All-Taper: a head of its own
+    assert head_is_embedding == (taper == 'internal' and model.config.tied_head)
+
+
+def test_all_taper_export_reloads_in_transformers(llama, tmp_path):
+    """An All-Taper Llama at g = 0 exports to a folder LlamaForCausalLM loads with our logits: every
+    RMSNorm there is a constant through eps = 1e12, the final one carrying c gammatilde."""
+    from transformers import LlamaForCausalLM
+    model = tapered_at_zero(llama[0], 'all')
+    export_hf(model, tmp_path)
+    hf = LlamaForCausalLM.from_pretrained(tmp_path).eval()
+    idx = tokens()
+    with torch.no_grad():
+        ours = model(idx)[0]
+        assert (hf(idx).logits - ours).abs().max() <= 1e-4 * ours.abs().max()
+    assert hf.config.tie_word_embeddings == model.config.tied_head
+
+
+def test_internal_taper_does_not_export(tmp_path):
+    """Internal-Taper keeps a real final RMSNorm, which cannot share the other norms' eps = 1e12."""
+    write_llama(tmp_path / 'src', num_key_value_heads=2)
+    with pytest.raises(ValueError, match='real final norm'):
+        export_hf(tapered_at_zero(tmp_path / 'src', 'internal'), tmp_path / 'out')
+
+
+REFUSALS = [  # (LlamaConfig fields, words the one sentence must hold)
+    (dict(hidden_act='gelu'), 'hidden_act'),
+    (dict(sliding_window=16), 'sliding_window'),
+    (dict(rope_parameters=dict(rope_type='linear', rope_theta=1e4, factor=2.0)), 'rope_type'),
+    (dict(head_dim=32), 'head_dim'),
+]
+
+
+@pytest.mark.parametrize('fields,field', REFUSALS)
+def test_what_the_model_cannot_compute_is_refused_by_name(tmp_path, fields, field):
+    from transformers import LlamaConfig
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                         num_attention_heads=4, **fields)
+    config.save_pretrained(tmp_path)  # the refusal comes from the config, before any weight is read
+    with pytest.raises(ValueError, match=field) as e:
+        from_pretrained(tmp_path)
+    assert str(e.value).count('\n') == 0
+
+
+def test_context_and_model_type_refusals(tmp_path):
+    from transformers import MistralConfig
+    write_llama(tmp_path / 'llama')
+    with pytest.raises(ValueError, match=r'block_size=4096 must lie in \[1, 128\]'):
+        from_pretrained(tmp_path / 'llama', block_size=4096)
+    with pytest.raises(ValueError, match='shape'):
+        from_pretrained(tmp_path / 'llama', n_kv_head=1)
+    MistralConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                  num_attention_heads=4).save_pretrained(tmp_path / 'mistral')
+    with pytest.raises(ValueError, match="'mistral' model: only GPT-2 and Llama-family"):
+        from_pretrained(tmp_path / 'mistral')
