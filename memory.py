@@ -103,8 +103,11 @@ def block_activations(cfg, n, a, autocast):
         norms            norm_activations() for ln_1 and ln_2 (FakeLN's ln_1 saves no more
                          with two paths: its Q/K and V outputs share h - mu_h)
         attention        QKV input, QKV output (q, k, v are views of it), the SDPA output (also
-                         c_proj's input) in a; its log-sum-exp, fp32 per head  (1 + 3 + 1) a n d + 4 n nh
-                         llama: q and k again after RoPE                      + 2 a n d
+                         c_proj's input) in a; its log-sum-exp, fp32 per head  (1 + 1) a n d + a n q
+                                                                              + 4 n nh
+                         with q = d + 2 kv, kv = n_kv_head hs the width of k and of v (d without
+                         grouped-query attention)
+                         llama: q and k again after RoPE                      + a n (d + kv)
                          FakeLN: the V path's input and its own v (QKV's output is still
                          held whole by q and k), and the bf16 copy of the V weight rows
                                                                               + 2 a n d + a d^2
@@ -112,10 +115,11 @@ def block_activations(cfg, n, a, autocast):
               llama      w1 and w3 inputs, w1 out, silu out, w3 out, product  (1 or 2) a n d + 4 a n hidden
     """
     d, nh = cfg.n_embd, cfg.n_head
+    kv = (cfg.n_kv_head or nh) * (d // nh)
     saved = 2 * 4 * n * d + 2 * norm_activations(cfg, n)
-    saved += 5 * a * n * d + 4 * n * nh
+    saved += 2 * a * n * d + a * n * (d + 2 * kv) + 4 * n * nh
     if cfg.arch == 'llama':
-        saved += 2 * a * n * d
+        saved += a * n * (d + kv)
     if cfg.fakeln:
         saved += 2 * a * n * d + (a * d * d if autocast else 0)  # without autocast the rows are a view
         saved -= removed_fakeln_saves_less(n, d)  # ln_2

@@ -4,6 +4,7 @@ The paper's TinyStories effects at CPU scale, in one command (the README's Resul
     python reproduce.py --seeds=1337,1338,1339 \
         --input_file=../shared/data/tinystories/train_sample.txt,../shared/data/tinystories/valid_sample.txt
     python reproduce.py --seeds=1 -- --max_iters=20        # arguments after -- go to every train.py
+    python reproduce.py --jobs=2 ...                       # two runs at once, one core each
 
 Without --input_file, prepare_tinystories.py downloads the full dataset. Several comma-separated
 files are pooled and split by story, --val_fraction of them held out (or pass --val_file). The
@@ -30,6 +31,7 @@ import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -47,13 +49,15 @@ PAPER_GAP = {'internal': '+1.46%', 'all': '+1.82%', 'all-noaux': 'not reported'}
 CONFIG = 'config/tinystories_cpu.py'
 
 
-def run(*args, allow_divergence=False, progress=''):
+def run(*args, allow_divergence=False, progress='', threads=None):
     """Run one of the repository's scripts, echoing its command; its output is returned. With
     progress set, each line that names an iteration is echoed after that label as it arrives. A
-    training run that stops because the model diverged returns None when allow_divergence is set."""
+    training run that stops because the model diverged returns None when allow_divergence is set.
+    threads sets the script's OpenMP/torch thread count."""
     cmd = [sys.executable, *map(str, args)]
     print('$', ' '.join(cmd[1:]), flush=True)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads else None
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines = []
     for line in proc.stdout:
         lines.append(line)
@@ -116,6 +120,8 @@ def main(argv=None):
                                           "<out_root>/results; the README's come from --assets=assets)")
     parser.add_argument('--val_windows', type=int, default=512, help="held-out windows to score")
     parser.add_argument('--retrain', action='store_true', help="train runs whose checkpoint exists too")
+    parser.add_argument('--jobs', type=int, default=1, help="training runs at once, the CPU's cores split "
+                                                            "evenly among them")
     parser.add_argument('--bench_prompt', type=int, default=128, help="decoding benchmark prompt length")
     parser.add_argument('--bench_new', type=int, default=64, help="decoding benchmark new tokens")
     args, train_args = parser.parse_known_args(argv)
@@ -129,29 +135,42 @@ def main(argv=None):
         local += ['--val_file', args.val_file] if args.val_file else ['--val_fraction', args.val_fraction]
         run('prepare_tinystories.py', '--vocab_size', 2048, '--out_dir', args.data_dir, *local)
 
+    # With --jobs=N, N runs train at once on 1/N of the cores each: on a CPU that other work shares
+    # too, one-thread runs lose only their share of time, where a two-thread run stalls whenever
+    # either thread waits for a core.
+    threads = max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else None
+    jobs = [(k, name, *setting, seed) for k, (name, setting) in enumerate(SETTINGS.items()) for seed in seeds]
+
+    def train(job):
+        """(out_dir, finished, minutes): finished is None when the run diverged, minutes None when kept."""
+        k, name, label, taper, aux, seed = job
+        out_dir = os.path.join(args.out_root, f'{name}-s{seed}')
+        done, total = progress_of(os.path.join(out_dir, 'ckpt.pt'))
+        if done is not None and done >= total and not args.retrain:
+            print(f"{out_dir}: kept, its checkpoint is at the last step (--retrain trains it again)")
+            return out_dir, '', None
+        resume = done is not None and not args.retrain
+        if resume:
+            print(f"{out_dir}: resuming from iter {done} of {total}")
+        t_run = time.time()
+        finished = run('train.py', CONFIG, f'--taper={taper}', f'--aux_loss={aux}', f'--seed={seed}',
+                       f'--out_dir={out_dir}', f'--data_dir={args.data_dir}', *train_args,
+                       '--init_from=resume' if resume else '--overwrite', allow_divergence=True,
+                       progress=f"[{k + 1}/{len(SETTINGS)}] {label}, seed {seed}", threads=threads)
+        return out_dir, finished, (time.time() - t_run) / 60
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        trained = list(pool.map(train, jobs))
     ce, runs, diverged, minutes = {}, {}, {}, {}
-    for k, (name, (label, taper, aux)) in enumerate(SETTINGS.items()):
-        for seed in seeds:
-            out_dir = os.path.join(args.out_root, f'{name}-s{seed}')
-            ckpt_path = os.path.join(out_dir, 'ckpt.pt')
-            done, total = progress_of(ckpt_path)
-            cmd = ['train.py', CONFIG, f'--taper={taper}', f'--aux_loss={aux}', f'--seed={seed}',
-                   f'--out_dir={out_dir}', f'--data_dir={args.data_dir}', *train_args]
-            t_run, finished = time.time(), ''
-            if done is not None and done >= total and not args.retrain:
-                print(f"{out_dir}: kept, its checkpoint is at the last step (--retrain trains it again)")
-            else:
-                resume = ['--init_from=resume'] if done is not None and not args.retrain else ['--overwrite']
-                if resume[0] == '--init_from=resume':
-                    print(f"{out_dir}: resuming from iter {done} of {total}")
-                finished = run(*cmd, *resume, allow_divergence=True,
-                               progress=f"[{k + 1}/{len(SETTINGS)}] {label}, seed {seed}")
-                minutes[out_dir] = (time.time() - t_run) / 60
-            runs.setdefault(name, []).append(out_dir)  # its log is plotted either way
-            if finished is None:
-                diverged.setdefault(name, []).append(seed)
-            else:
-                ce.setdefault(name, []).append(dict(seed=seed, **val_ce(ckpt_path, args.data_dir, args.val_windows)))
+    for (_, name, _, _, _, seed), (out_dir, finished, took) in zip(jobs, trained):
+        runs.setdefault(name, []).append(out_dir)  # its log is plotted either way
+        if took is not None:
+            minutes[out_dir] = took
+        if finished is None:
+            diverged.setdefault(name, []).append(seed)
+        else:
+            ce.setdefault(name, []).append(dict(seed=seed, **val_ce(os.path.join(out_dir, 'ckpt.pt'),
+                                                                    args.data_dir, args.val_windows)))
 
     fold, reset = {}, {}
     for name, (_, taper, _) in SETTINGS.items():

@@ -15,6 +15,7 @@ from model import GPT, GPTConfig
 CASES = [  # (arch, norm, protocol): the phase that saves the most, as memory.py assumes
     ('gpt2', 'layernorm', 'none'), ('gpt2', 'layernorm', 'all'), ('gpt2', 'layernorm', 'fakeln'),
     ('llama', 'rmsnorm', 'none'), ('llama', 'rmsnorm', 'internal'),
+    ('llama', 'rmsnorm', 'gqa'),  # an HF Llama's shape: grouped-query attention, untied head, All-Taper
 ]
 
 
@@ -22,8 +23,10 @@ def in_largest_phase(arch, norm, protocol):
     """A 2-layer model in the phase memory.py plans for: mid-taper (both branches) with the scale
     loss on, or FakeLN's ln_1 between the removals of its two paths."""
     torch.manual_seed(0)
-    cfg = GPTConfig(arch=arch, norm=norm, n_layer=2, n_head=4, n_embd=48, vocab_size=136,
-                    block_size=40, taper=protocol if protocol in ('internal', 'all') else 'none',
+    gqa = protocol == 'gqa'
+    protocol = 'all' if gqa else protocol
+    cfg = GPTConfig(arch=arch, norm=norm, n_layer=2, n_head=4, n_embd=48, vocab_size=136, n_kv_head=2 if gqa else 0,
+                    tied_head=not gqa, block_size=40, taper=protocol if protocol in ('internal', 'all') else 'none',
                     fakeln=protocol == 'fakeln', eot_token=3,
                     aux_loss={'none': 'none', 'fakeln': 'baroni'}.get(protocol, 'fixed'))
     model = GPT(cfg).train()

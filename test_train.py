@@ -528,7 +528,7 @@ def test_reproduce_script_end_to_end(tmp_path):
     require_shared()
     out = run('reproduce.py', '--input_file', f"{SHARED / 'tinystories' / 'train_sample.txt'},"
               f"{SHARED / 'tinystories' / 'valid_sample.txt'}", '--val_fraction=0.1', f'--data_dir={tmp_path / "data"}',
-              f'--out_root={tmp_path / "runs"}', f'--assets={tmp_path / "assets"}', '--val_windows=8',
+              f'--out_root={tmp_path / "runs"}', f'--assets={tmp_path / "assets"}', '--val_windows=8', '--jobs=2',
               '--bench_prompt=16', '--bench_new=8', '--', '--n_layer=2', '--block_size=64', '--max_iters=24',
               '--warmup_iters=8', '--taper_start=8', '--taper_end=24', '--lr_decay_iters=24', '--eval_interval=12',
               '--eval_iters=2', '--log_interval=4', '--learning_rate=1e-3').stdout

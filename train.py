@@ -37,7 +37,7 @@ from model import GPT, GPTConfig, load_checkpoint
 # config file and --key=value (configurator.py).
 # I/O
 out_dir = 'out'
-init_from = 'scratch'     # 'scratch' | 'resume' | an HF GPT-2 name ('gpt2', ...) or directory
+init_from = 'scratch'     # 'scratch' | 'resume' | an HF GPT-2 or Llama-family name or directory (hf.py)
 overwrite = False         # start from scratch over the run already in out_dir (its checkpoint and log go)
 stop_iter = 0             # end this invocation early at this step, checkpointed (0: max_iters), e.g. to
                           # fit a cluster's time limit; --init_from=resume continues the same run
@@ -63,6 +63,9 @@ vocab_size = 10000
 n_layer = 8
 n_head = 16
 n_embd = 512
+n_kv_head = 0             # key/value heads of grouped-query attention (0: n_head)
+mlp_hidden = 0            # SwiGLU's hidden size (0: the LLaMA rule, about 8d/3)
+tied_head = True          # the output head is the token embedding
 norm = 'rmsnorm'
 dropout = 0.0             # HF GPT-2's placement (embeddings, attention, residual), training only
 taper = 'internal'        # 'none' (Baseline) | 'internal' | 'all'
@@ -339,7 +342,8 @@ if device_type == 'cuda':
     torch.backends.cudnn.allow_tf32 = True
 torch.manual_seed(seed)
 model_args = dict(arch=arch, block_size=block_size, vocab_size=vocab_size, n_layer=n_layer,
-                  n_head=n_head, n_embd=n_embd, norm=norm, taper=taper, aux_loss=aux_loss,
+                  n_head=n_head, n_embd=n_embd, n_kv_head=n_kv_head, mlp_hidden=mlp_hidden,
+                  tied_head=tied_head, norm=norm, taper=taper, aux_loss=aux_loss,
                   aux_weight=aux_weight, ema_rate=ema_rate, dropout=dropout, fakeln=fakeln,
                   fakeln_momentum=fakeln_momentum)
 iter_num = 0
@@ -369,8 +373,11 @@ else:
         fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))  # a KeyError's str() is quoted
     if block_size > model.config.block_size:
         fail(f"block_size={block_size} exceeds {init_from}'s context of {model.config.block_size}")
-    for key in ('vocab_size', 'n_layer', 'n_head', 'n_embd', 'arch', 'norm'):
-        config[key] = getattr(model.config, key)
+    for key in ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head'):
+        ours, theirs = config[key], getattr(model.config, key)
+        if ours != theirs:
+            fail(f"{init_from} has {key}={theirs!r} but the config says {key}={ours!r}: set --{key}={theirs!r} "
+                 f"(a resume checks the config's shape against the checkpoint)")
 check_tokens(model.config.vocab_size)
 # FakeLN, Baroni et al.'s protocol: (removal step, layer, path, name) for every LayerNorm, in their
 # order; ln_1 is removed on its Q/K path (0) and its V path (1) apart.

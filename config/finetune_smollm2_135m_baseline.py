@@ -9,8 +9,8 @@
 #   train: the GPT-2 rows take 0.999 and dropout 0.1 from Baroni et al.'s HF Trainer setup;
 # - documents are framed by SmolLM2's own tokenizer (prepare_owt.py --tokenizer), and every target
 #   is scored, end-of-text included.
-# The shapes below are SmolLM2-135M's (3 key/value heads, intermediate size 1536 and rope_theta 1e5
-# come from its config.json); train.py checks them on resume.
+# The shapes below are SmolLM2-135M's config.json (rope_theta 1e5 and eps 1e-5 are read from it too);
+# train.py checks them against the model it loads, and a resume against the checkpoint.
 
 out_dir = 'out-smollm2-135m-baseline'
 init_from = 'HuggingFaceTB/SmolLM2-135M'
@@ -21,6 +21,9 @@ norm = 'rmsnorm'
 n_layer = 30
 n_head = 9
 n_embd = 576
+n_kv_head = 3
+mlp_hidden = 1536
+tied_head = True
 vocab_size = 49152
 block_size = 2048
 data_layout = 'blocks'
