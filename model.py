@@ -750,10 +750,11 @@ class GPT(nn.Module):
         ckpt = path if isinstance(path, dict) else load_checkpoint(path, device)
         path = 'the checkpoint' if isinstance(path, dict) else path
         args = ckpt['model_args']
+        fields = GPTConfig.__dataclass_fields__
         for key, value in expected.items():
-            if args.get(key) != value:
-                raise ValueError(f"{path} holds a model with {key}={args.get(key)!r}, "
-                                 f"not {key}={value!r}")
+            held = args.get(key, fields[key].default if key in fields else None)  # older checkpoints lack newer fields
+            if held != value:
+                raise ValueError(f"{path} holds a model with {key}={held!r}, not {key}={value!r}")
         unknown = set(args) - set(GPTConfig.__dataclass_fields__)
         if unknown:
             raise ValueError(f"{path} was written with config fields this model.py does not know: "

@@ -31,7 +31,7 @@ import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import numpy as np
 import torch
@@ -160,7 +160,13 @@ def main(argv=None):
         return out_dir, finished, (time.time() - t_run) / 60
 
     with ThreadPoolExecutor(args.jobs) as pool:
-        trained = list(pool.map(train, jobs))
+        futures = [pool.submit(train, job) for job in jobs]
+        for future in as_completed(futures):
+            if future.exception():  # stop at the first failure; the runs under way finish
+                for pending in futures:
+                    pending.cancel()
+                raise future.exception()
+    trained = [future.result() for future in futures]
     ce, runs, diverged, minutes = {}, {}, {}, {}
     for (_, name, _, _, _, seed), (out_dir, finished, took) in zip(jobs, trained):
         runs.setdefault(name, []).append(out_dir)  # its log is plotted either way

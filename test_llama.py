@@ -159,3 +159,18 @@ def test_context_and_model_type_refusals(tmp_path):
                   num_attention_heads=4).save_pretrained(tmp_path / 'mistral')
     with pytest.raises(ValueError, match="'mistral' model: only GPT-2 and Llama-family"):
         from_pretrained(tmp_path / 'mistral')
+
+
+def test_checkpoints_from_before_these_fields_still_load(tmp_path):
+    """A checkpoint whose model_args predate n_kv_head, tied_head, the biases and rope_scaling loads
+    with their defaults, and train.py's resume check (expected fields) accepts it."""
+    from dataclasses import asdict
+    from model import GPT, GPTConfig
+    model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=16, vocab_size=32, block_size=8))
+    args = {k: v for k, v in asdict(model.config).items()
+            if k not in ('n_kv_head', 'tied_head', 'attn_bias', 'mlp_bias', 'rope_scaling')}
+    torch.save(dict(model=model.state_dict(), model_args=args), tmp_path / 'old.pt')
+    loaded = GPT.from_checkpoint(str(tmp_path / 'old.pt'), n_kv_head=0, tied_head=True, n_layer=1)
+    assert torch.equal(loaded.lm_head.weight, model.lm_head.weight) and loaded.config.tied_head
+    with pytest.raises(ValueError, match='n_kv_head=0, not n_kv_head=2'):
+        GPT.from_checkpoint(str(tmp_path / 'old.pt'), n_kv_head=2)
