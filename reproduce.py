@@ -146,9 +146,10 @@ def main(argv=None):
         k, name, label, taper, aux, seed = job
         out_dir = os.path.join(args.out_root, f'{name}-s{seed}')
         done, total = progress_of(os.path.join(out_dir, 'ckpt.pt'))
+        timing = os.path.join(out_dir, 'train_time.json')
         if done is not None and done >= total and not args.retrain:
             print(f"{out_dir}: kept, its checkpoint is at the last step (--retrain trains it again)")
-            return out_dir, '', None
+            return out_dir, '', json.load(open(timing))['minutes'] if os.path.isfile(timing) else None
         resume = done is not None and not args.retrain
         if resume:
             print(f"{out_dir}: resuming from iter {done} of {total}")
@@ -157,7 +158,10 @@ def main(argv=None):
                        f'--out_dir={out_dir}', f'--data_dir={args.data_dir}', *train_args,
                        '--init_from=resume' if resume else '--overwrite', allow_divergence=True,
                        progress=f"[{k + 1}/{len(SETTINGS)}] {label}, seed {seed}", threads=threads)
-        return out_dir, finished, (time.time() - t_run) / 60
+        took = (time.time() - t_run) / 60
+        with open(timing, 'w') as f:  # this invocation's wall time (a resumed run: since its resume)
+            json.dump(dict(minutes=took, threads=threads or torch.get_num_threads(), resumed_from=done), f)
+        return out_dir, finished, took
 
     with ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(train, job) for job in jobs]
@@ -250,41 +254,52 @@ def main(argv=None):
         gap = f" ({row[key + '_gap']:+.3g}%)" if row[key + '_gap'] is not None else ''
         return f"{row[key]:.4g}{std}{gap}"
 
-    print(f"\ndata: {data['train_tokens']:,} training tokens, {data['val_tokens']:,} held out; each run trains on "
-          f"{data['tokens_per_run']:,} tokens, {data['epochs']:.1f} epochs")
-    print(f"\nval CE at g = 0 over {data['val_windows']} held-out windows (float64), {len(seeds)} seed(s); "
-          f"(gap vs Baseline); clean windows hold only tokens that occur in training\n"
-          f"| setting | clean windows, mean | clean windows, median | windows excluded | all windows, median | "
-          f"all windows, mean | non-finite | > 2x median | paper's gap (1M) |\n|---|---|---|---|---|---|---|---|---|")
+    md = [f"data: {data['train_tokens']:,} training tokens, {data['val_tokens']:,} held out; each run trains on "
+          f"{data['tokens_per_run']:,} tokens, {data['epochs']:.1f} epochs",
+          '',
+          f"val CE at g = 0 over {data['val_windows']} held-out windows (float64), {len(seeds)} seed(s), mean ± std "
+          f"over seeds (gap vs Baseline); clean windows hold only tokens that occur in training",
+          '',
+          "| setting | clean windows, mean | clean windows, median | windows excluded | all windows, median | "
+          "all windows, mean | non-finite | > 2x median | paper's gap (1M) |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for name, row in table.items():
         note = f" ({len(row['diverged_seeds'])} of {len(seeds)} seeds diverged)" if row['diverged_seeds'] else ''
-        print(f"| {row['label']}{note} | {cell(row, 'clean_mean')} | {cell(row, 'clean_median')} | {row['excluded']} | "
-              f"{cell(row, 'median')} | {cell(row, 'mean')} | {row['non_finite']} | {row['outliers']} | "
-              f"{PAPER_GAP.get(name, '')} |")
-    print("\nper seed\n| setting | seed | clean windows, mean | windows excluded | all windows, median | "
-          "all windows, mean | non-finite | > 2x median (of them clean) | train minutes |\n|---|---|---|---|---|---|---|---|---|")
+        md.append(f"| {row['label']}{note} | {cell(row, 'clean_mean')} | {cell(row, 'clean_median')} | {row['excluded']} | "
+                  f"{cell(row, 'median')} | {cell(row, 'mean')} | {row['non_finite']} | {row['outliers']} | "
+                  f"{PAPER_GAP.get(name, '')} |")
+    md += ['', 'per seed', '',
+           "| setting | seed | clean windows, mean | windows excluded | all windows, median | all windows, mean | "
+           "non-finite | > 2x median (of them clean) | train minutes |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for name, row in table.items():
         for s, out_dir in zip(row['val_ce'], [d for d, x in zip(runs[name], seeds) if x not in row['diverged_seeds']]):
-            took = f"{minutes[out_dir]:.1f}" if out_dir in minutes else 'kept'
-            print(f"| {row['label']} | {s['seed']} | {s['clean_mean']:.4f} | {s['excluded']} | {s['median']:.4f} | "
-                  f"{s['mean']:.4g} | {s['non_finite']} | {s['outliers']} ({s['clean_outliers']}) | {took} |")
+            took = f"{minutes[out_dir]:.1f}" if out_dir in minutes else 'not recorded'
+            md.append(f"| {row['label']} | {s['seed']} | {s['clean_mean']:.4f} | {s['excluded']} | {s['median']:.4f} | "
+                      f"{s['mean']:.4g} | {s['non_finite']} | {s['outliers']} ({s['clean_outliers']}) | {took} |")
+    md += ['', 'fold.py, per seed: max |Δlogits| of the folded model in float32 (against the largest |logit|) '
+               'and in float64; the median val CE before and after', '',
+           "| setting | seed | max \\|Δlogits\\| float32 | max \\|logits\\| | float64 | median val CE | folded |",
+           "|---|---|---|---|---|---|---|"]
     for name, rows in fold.items():
-        for f in rows:
-            print(f"fold {SETTINGS[name][0]}, seed {f['seed']}: max |delta logits| {f['max_logit_diff']:.2e} "
-                  f"(max |logits| {f['max_logit']:.3g}; {f['max_logit_diff_float64']:.2e} in float64), "
-                  f"median val CE {f['val_ce']:.6f} -> folded {f['val_ce_folded']:.6f}")
-    print("\nfold.py --reset_unseen (the mitigation), all windows before -> after\n| setting | seed | tokens reset | "
-          "mean | median | non-finite | > 2x median | clean windows, mean |\n|---|---|---|---|---|---|---|---|")
+        md += [f"| {SETTINGS[name][0]} | {f['seed']} | {f['max_logit_diff']:.2e} | {f['max_logit']:.3g} | "
+               f"{f['max_logit_diff_float64']:.2e} | {f['val_ce']:.6f} | {f['val_ce_folded']:.6f} |" for f in rows]
+    md += ['', 'fold.py --reset_unseen (the mitigation) on all windows, before -> after', '',
+           "| setting | seed | tokens reset | mean | median | non-finite | > 2x median | clean windows, mean |",
+           "|---|---|---|---|---|---|---|---|"]
     for name, rows in reset.items():
         for r in rows:
             b, a = r['before'], r['after']
-            print(f"| {SETTINGS[name][0]} | {r['seed']} | {r['tokens']} | {b['mean']:.4g} -> {a['mean']:.4g} | "
-                  f"{b['median']:.4f} -> {a['median']:.4f} | {b['non_finite']} -> {a['non_finite']} | "
-                  f"{b['outliers']} -> {a['outliers']} | {b['clean_mean']:.4f} -> {a['clean_mean']:.4f} |")
-    print(f"decode B=1 T={args.bench_prompt} on the CPU: Baseline {tok_per_s['baseline']:,.0f} tok/s, fused "
-          f"{tok_per_s['fused']:,.0f} tok/s ({tok_per_s['fused'] / tok_per_s['baseline']:.2f}x)")
+            md.append(f"| {SETTINGS[name][0]} | {r['seed']} | {r['tokens']} | {b['mean']:.4g} -> {a['mean']:.4g} | "
+                      f"{b['median']:.4f} -> {a['median']:.4f} | {b['non_finite']} -> {a['non_finite']} | "
+                      f"{b['outliers']} -> {a['outliers']} | {b['clean_mean']:.4f} -> {a['clean_mean']:.4f} |")
+    md += ['', f"decode B=1 T={args.bench_prompt} on the CPU: Baseline {tok_per_s['baseline']:,.0f} tok/s, fused "
+               f"{tok_per_s['fused']:,.0f} tok/s ({tok_per_s['fused'] / tok_per_s['baseline']:.2f}x)"]
+    with open(os.path.join(args.assets, 'results.md'), 'w') as f:
+        f.write('\n'.join(md) + '\n')
+    print('\n' + '\n'.join(md))
     print(figures.strip())
-    print(f"{results['minutes']:.1f} minutes; results in {os.path.join(args.assets, 'results.json')}")
+    print(f"{results['minutes']:.1f} minutes; results in {os.path.join(args.assets, 'results.json')} and results.md")
 
 
 if __name__ == '__main__':

@@ -543,6 +543,8 @@ def test_reproduce_script_end_to_end(tmp_path):
     assert results['data']['epochs'] == pytest.approx(24 * 16 * 64 / meta['train_tokens'])
     assert meta['val_tokens'] < meta['train_tokens'] / 5  # a tenth of the pooled stories held out
     assert set(results['reset_unseen']) == {'all', 'all-noaux'} and (tmp_path / 'assets' / 'diagnose.txt').exists()
+    table = (tmp_path / 'assets' / 'results.md').read_text()  # the Markdown the README's Results quote
+    assert '| Internal-Taper (+aux) |' in table and '--reset_unseen' in table and table.strip() in out
     for rows in results['reset_unseen'].values():  # clean windows hold no reset token: unchanged
         assert all(r['after']['clean_mean'] == pytest.approx(r['before']['clean_mean'], rel=1e-6) for r in rows)
     for fold in sum(results['fold'].values(), []):  # float32 rounding relative to the logits; exact in float64
