@@ -528,7 +528,7 @@ def test_reproduce_script_end_to_end(tmp_path):
     require_shared()
     out = run('reproduce.py', '--input_file', f"{SHARED / 'tinystories' / 'train_sample.txt'},"
               f"{SHARED / 'tinystories' / 'valid_sample.txt'}", '--val_fraction=0.1', f'--data_dir={tmp_path / "data"}',
-              f'--out_root={tmp_path / "runs"}', f'--assets={tmp_path / "assets"}', '--val_windows=8', '--jobs=2',
+              f'--out_root={tmp_path / "runs"}', f'--assets={tmp_path / "assets"}', '--val_windows=8', '--jobs=2', '--seeds=1,2', '--ablation_seeds=1',
               '--bench_prompt=16', '--bench_new=8', '--', '--n_layer=2', '--block_size=64', '--max_iters=24',
               '--warmup_iters=8', '--taper_start=8', '--taper_end=24', '--lr_decay_iters=24', '--eval_interval=12',
               '--eval_iters=2', '--log_interval=4', '--learning_rate=1e-3').stdout
@@ -539,6 +539,9 @@ def test_reproduce_script_end_to_end(tmp_path):
         assert 0 <= row['excluded'] <= 8 * len(results['seeds']) and row['non_finite'] >= 0
         assert (row['clean_mean'] is None) == (row['mean'] is None)
     assert '[2/4] Internal-Taper (+aux), seed' in out  # progress, setting by setting
+    seeds_trained = {name: len(row['val_ce']) for name, row in results['settings'].items()}
+    assert seeds_trained == {'baseline': 2, 'internal': 2, 'all': 2, 'all-noaux': 1}  # the ablation on seed 1
+    assert results['settings']['baseline']['clean_mean_std'] is not None and '| All-Taper (no aux) (1 seed) |' in out
     meta = json.load(open(tmp_path / 'data' / 'meta.json'))
     assert results['data']['epochs'] == pytest.approx(24 * 16 * 64 / meta['train_tokens'])
     assert meta['val_tokens'] < meta['train_tokens'] / 5  # a tenth of the pooled stories held out
