@@ -6,7 +6,8 @@ Generate text with the static KV cache, from a training checkpoint, a folded one
     python sample.py --init_from=gpt2 --start=FILE:prompt.txt --num_samples=1
 
 A tapered model is sampled at g = 0 once its taper has started. Tokens are decoded with the run's own
-tokenizer, which the checkpoint carries: SentencePiece for TinyStories, tiktoken's GPT-2 BPE for GPT-2.
+tokenizer, which the checkpoint carries: SentencePiece for TinyStories, tiktoken's GPT-2 BPE for GPT-2,
+an HF model's own tokenizer for data prepared with prepare_owt.py --tokenizer.
 """
 
 import os
@@ -16,6 +17,7 @@ from contextlib import nullcontext
 import torch
 
 from model import GPT, load_checkpoint
+from tokens import load_tokenizer
 
 # -----------------------------------------------------------------------------
 init_from = 'resume'      # 'resume' (out_dir/ckpt) | an HF GPT-2 name ('gpt2', ...) or directory
@@ -34,19 +36,6 @@ from configurator import configure_globals  # noqa: E402
 
 configure_globals(globals(), sys.argv[1:])
 # -----------------------------------------------------------------------------
-
-
-def load_tokenizer(ref):
-    """(encode, decode) for a checkpoint's tokenizer reference (see train.py's tokenizer_reference)."""
-    if ref is None:
-        raise SystemExit("this checkpoint names no tokenizer: its data_dir had no meta.json")
-    if ref['kind'] == 'sentencepiece':
-        import sentencepiece as spm
-        sp = spm.SentencePieceProcessor(model_proto=ref['model'].numpy().tobytes())
-        return (lambda text: [sp.bos_id()] + sp.encode(text)), sp.decode  # stories start with BOS
-    import tiktoken
-    enc = tiktoken.get_encoding(ref['name'])
-    return (lambda text: enc.encode(text, allowed_special={'<|endoftext|>'}) or [enc.eot_token]), enc.decode
 
 
 if temperature < 0:
