@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import prepare_owt
-from conftest import SHARED, require_shared, run
+from conftest import SHARED, require_shared, run, word_tokenizer
 
 N_WORDS = 70_000  # more ids than uint16 holds
-SPECIALS = ('[UNK]', '<s>', '</s>')
+SPECIALS = 3  # [UNK], <s>, </s>: ids 0, 1, 2
 
 
 def gpt2_tokenizer(path):
@@ -26,20 +26,6 @@ def gpt2_tokenizer(path):
     lines = open(SHARED / 'tiktoken' / '6d1cbeee0f20b3d9449abfede4726ed8212e3aee', encoding='utf-8').read()
     merges = [tuple(line.split()) for line in lines.splitlines()[1:] if line]  # line 0: '#version'
     GPT2TokenizerFast(vocab=encoder, merges=merges).save_pretrained(path)
-    return path
-
-
-def word_tokenizer(path, eos=True):
-    """A Llama-shaped tokenizer (BOS framing, an EOS token) over N_WORDS words w0, w1, ..., saved to path:
-    word i is id i + 3."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-    vocab = {s: i for i, s in enumerate(SPECIALS)} | {f'w{i}': i + len(SPECIALS) for i in range(N_WORDS)}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token='[UNK]'))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.post_processor = processors.TemplateProcessing(single='<s> $A', special_tokens=[('<s>', 1)])
-    specials = dict(bos_token='<s>', eos_token='</s>') if eos else {}
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token='[UNK]', **specials).save_pretrained(path)
     return path
 
 
@@ -57,11 +43,14 @@ def val_documents(input_file, val_fraction):
 
 
 def test_gpt2_tokenizer_through_transformers_writes_tiktokens_stream(tmp_path, capsys):
-    """With transformers' GPT-2 tokenizer, each held-out document is tiktoken's GPT-2 encoding followed by
-    <|endoftext|> (50256), in uint16; the GPT-2-token Pile sets are skipped."""
+    """With transformers' GPT-2 tokenizer, each document is tiktoken's GPT-2 encoding of its text followed
+    by <|endoftext|> (50256), in uint16, the held-out ones in train_test_split's order; an <|endoftext|>
+    typed inside a document stays text. The GPT-2-token Pile sets are skipped."""
     require_shared()
     import tiktoken
-    source = SHARED / 'openwebtext' / 'sample.jsonl'
+    source = tmp_path / 'docs.jsonl'
+    quoting = json.dumps({'text': 'GPT-2 ends each document with <|endoftext|> in its training data.'})
+    source.write_text((SHARED / 'openwebtext' / 'sample.jsonl').read_text() + quoting + '\n')
     out = tmp_path / 'data'
     prepare_owt.main(['--input_file', str(source), '--val_fraction', '0.05', '--num_proc', '1',
                       '--tokenizer', str(gpt2_tokenizer(tmp_path / 'gpt2')), '--out_dir', str(out)])
@@ -74,6 +63,10 @@ def test_gpt2_tokenizer_through_transformers_writes_tiktokens_stream(tmp_path, c
     val = np.fromfile(out / 'val.bin', dtype=np.uint16)
     assert len(val) == meta['val_tokens']
     assert split_documents(val, 50256) == [enc.encode_ordinary(d) + [50256] for d in docs]
+    train = np.fromfile(out / 'train.bin', dtype=np.uint16)
+    every = [json.loads(line)['text'] for line in open(source)]
+    assert sorted(split_documents(train, 50256) + split_documents(val, 50256)) == \
+        sorted(enc.encode_ordinary(d) + [50256] for d in every)
     from transformers import AutoTokenizer
     saved = AutoTokenizer.from_pretrained(out / 'tokenizer')  # the data folder is self-contained
     assert saved(docs[0]).input_ids == enc.encode_ordinary(docs[0])
@@ -86,13 +79,13 @@ def wide(tmp_path_factory):
     root = tmp_path_factory.mktemp('wide')
     rng = np.random.default_rng(0)
     words = [rng.integers(0, N_WORDS, rng.integers(20, 60)) for _ in range(400)]
-    words[0][:2] = N_WORDS - 1, 65_533  # ids 70,002 and 65,536: the edge of uint16 and the top
+    words[0][:2] = N_WORDS - 1, 65_533  # ids 70,002, the top, and 65,536, the first beyond uint16
     with open(root / 'docs.jsonl', 'w') as f:
         for doc in words:
             f.write(json.dumps({'text': ' '.join(f'w{i}' for i in doc)}) + '\n')
     prepare_owt.main(['--input_file', str(root / 'docs.jsonl'), '--val_fraction', '0.1', '--num_proc', '1',
-                      '--tokenizer', str(word_tokenizer(root / 'words')), '--out_dir', str(root / 'data')])
-    ids = {' '.join(f'w{i}' for i in doc): [1, *(doc + len(SPECIALS)).tolist(), 2] for doc in words}  # BOS ... EOS
+                      '--tokenizer', str(word_tokenizer(root / 'words', N_WORDS)), '--out_dir', str(root / 'data')])
+    ids = {' '.join(f'w{i}' for i in doc): [1, *(doc + SPECIALS).tolist(), 2] for doc in words}  # BOS ... EOS
     return root, ids
 
 
@@ -101,7 +94,7 @@ def test_wide_vocabulary_is_written_as_uint32(wide):
     root, ids = wide
     data = root / 'data'
     meta = json.load(open(data / 'meta.json'))
-    assert (meta['dtype'], meta['vocab_size'], meta['eot_token']) == ('uint32', N_WORDS + 3, 2)
+    assert (meta['dtype'], meta['vocab_size'], meta['eot_token']) == ('uint32', N_WORDS + SPECIALS, 2)
     train, val = (np.fromfile(data / f'{s}.bin', dtype=np.uint32) for s in ('train', 'val'))
     assert (len(train), len(val)) == (meta['train_tokens'], meta['val_tokens'])
     docs = split_documents(train, 2) + split_documents(val, 2)
@@ -111,7 +104,7 @@ def test_wide_vocabulary_is_written_as_uint32(wide):
 
 def tiny_llama(data, out, *extra, check=True):
     return run('train.py', f'--data_dir={data}', f'--out_dir={out}', '--device=cpu', '--arch=llama',
-               '--n_layer=1', '--n_head=2', '--n_embd=32', f'--vocab_size={N_WORDS + 3}', '--block_size=32',
+               '--n_layer=1', '--n_head=2', '--n_embd=32', f'--vocab_size={N_WORDS + SPECIALS}', '--block_size=32',
                '--batch_size=4', '--max_iters=2', '--warmup_iters=1', '--lr_decay_iters=2', '--taper=none',
                '--aux_loss=none', '--eval_interval=2', '--eval_iters=1', '--log_interval=1', *extra, check=check)
 
@@ -166,7 +159,7 @@ def test_diagnose_reads_uint32_tokens(wide, wide_run):
     proc = run('diagnose.py', f'--out_dir={wide_run}', '--window=16', '--max_windows=4', '--top=1')
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     train = np.fromfile(root / 'data' / 'train.bin', dtype=np.uint32)
-    assert report['unseen_tokens'] == N_WORDS + 3 - len(np.unique(train))
+    assert report['unseen_tokens'] == N_WORDS + SPECIALS - len(np.unique(train))
     token = report['worst'][0]['tokens'][0]['id']
     word = AutoTokenizer.from_pretrained(root / 'data' / 'tokenizer').decode([token])
     assert f"token {word!r} (id {token}" in proc.stdout
