@@ -13,6 +13,7 @@ import torch
 
 import prepare_owt
 from conftest import SHARED, require_shared, run, word_tokenizer
+from tokens import load_tokenizer
 
 N_WORDS = 70_000  # more ids than uint16 holds
 SPECIALS = 3  # [UNK], <s>, </s>: ids 0, 1, 2
@@ -70,6 +71,13 @@ def test_gpt2_tokenizer_through_transformers_writes_tiktokens_stream(tmp_path, c
     from transformers import AutoTokenizer
     saved = AutoTokenizer.from_pretrained(out / 'tokenizer')  # the data folder is self-contained
     assert saved(docs[0]).input_ids == enc.encode_ordinary(docs[0])
+    # sample.py's prompt, as a checkpoint's reference to this tokenizer.json reads it: tiktoken's encoding
+    # with <|endoftext|> allowed, and an empty prompt that starts after a document separator
+    encode, decode = load_tokenizer(dict(kind='hf', json=(out / 'tokenizer' / 'tokenizer.json').read_text(),
+                                         eos_id=50256))
+    prompt = docs[0][:300] + '<|endoftext|>' + docs[1][:100]
+    ids = enc.encode(prompt, allowed_special={'<|endoftext|>'})
+    assert encode(prompt) == ids and decode(ids) == enc.decode(ids) and encode('') == [50256]
 
 
 @pytest.fixture(scope='module')
