@@ -24,21 +24,23 @@ import torch
 import torch.nn.functional as F
 
 from model import GPT, load_checkpoint
+from tokens import load_tokenizer, open_tokens
 
 
 def tokens_of(data_dir, split):
-    path = os.path.join(data_dir, f'{split}.bin')
-    if not os.path.isfile(path):
-        raise SystemExit(f"{path} not found: pass --data_dir, the folder the run was trained on")
-    return np.memmap(path, dtype=np.uint16, mode='r')
+    try:
+        return open_tokens(data_dir, split)
+    except FileNotFoundError as e:
+        raise SystemExit(f"{e}: pass --data_dir, the folder the run was trained on") from None
+    except ValueError as e:
+        raise SystemExit(f"cannot diagnose: {e}") from None
 
 
 def train_counts(data_dir, vocab_size):
     """How often each token id occurs in the training split (None when it is not at hand)."""
-    path = os.path.join(data_dir or '', 'train.bin')
-    if not os.path.isfile(path):
+    if not os.path.isfile(os.path.join(data_dir or '', 'train.bin')):
         return None
-    data = np.memmap(path, dtype=np.uint16, mode='r')
+    data = tokens_of(data_dir, 'train')
     counts = np.zeros(vocab_size, dtype=np.int64)
     for i in range(0, len(data), 2**26):
         counts += np.bincount(data[i:i + 2**26], minlength=vocab_size)[:vocab_size]
@@ -173,13 +175,7 @@ def main(argv=None):
     data_dir = args.data_dir or (ckpt.get('config') or {}).get('data_dir')
     if not data_dir:
         raise SystemExit(f"{path} names no data folder: pass --data_dir")
-    ref, decode = ckpt.get('tokenizer') or {}, None
-    if ref.get('kind') == 'sentencepiece':
-        import sentencepiece as spm
-        decode = spm.SentencePieceProcessor(model_proto=ref['model'].numpy().tobytes()).decode
-    elif ref.get('kind') == 'tiktoken':
-        import tiktoken
-        decode = tiktoken.get_encoding(ref['name']).decode
+    decode = load_tokenizer(ckpt['tokenizer'])[1] if ckpt.get('tokenizer') else None
     report = diagnose(model, tokens_of(data_dir, args.split), train_counts(data_dir, model.config.vocab_size),
                       args.window, args.max_windows, top=args.top)
     print_report(report, decode)

@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from hf import from_pretrained
 from model import GPT
+from tokens import open_tokens
 
 # -----------------------------------------------------------------------------
 init_from = 'resume'      # 'resume' (out_dir/ckpt) | an HF GPT-2 name ('gpt2', ...) or directory
@@ -59,8 +60,7 @@ PAPER = {
            'All-TaperLN (+fixed-target aux)': (2.5305, 2.6504, 2.4000)},
 }
 SIZES = {(12, 768): 'S', (24, 1024): 'M', (36, 1280): 'L', (48, 1600): 'XL'}  # (n_layer, n_embd)
-SETS = [('owt', 'OWT', 'val.bin'), ('pile', 'Pile', 'pile.bin'),
-        ('pile_filtered', 'Pile-filtered', 'pile_filtered.bin')]
+SETS = [('owt', 'OWT', 'val'), ('pile', 'Pile', 'pile'), ('pile_filtered', 'Pile-filtered', 'pile_filtered')]
 AUX_SUFFIX = {'fixed': ' (+fixed-target aux)', 'baroni': ' (+Baroni-aux)', 'none': ''}
 
 
@@ -85,16 +85,20 @@ def load_model():
 
 
 @torch.no_grad()
-def mean_ce(model, path, chunk_len, name):
-    """Mean cross-entropy over the chunk_len - 1 next-token predictions of each chunk, and the chunk count."""
-    n_chunks = os.path.getsize(path) // 2 // chunk_len
+def mean_ce(model, split, chunk_len, name):
+    """Mean cross-entropy over the chunk_len - 1 next-token predictions of each chunk of
+    data_dir/<split>.bin, and the chunk count."""
+    try:
+        data = open_tokens(data_dir, split)
+    except ValueError as e:
+        raise SystemExit(f"cannot evaluate: {e}; rerun python prepare_owt.py") from None
+    n_chunks = len(data) // chunk_len
     if max_chunks:
         n_chunks = min(n_chunks, max_chunks)
     n_chunks -= n_chunks % batch_size  # Baroni's evaluation skips a last batch of fewer chunks
     if n_chunks == 0:
-        raise SystemExit(f"{path} holds fewer than {batch_size} chunks of {chunk_len} tokens: rerun "
-                         f"python prepare_owt.py, or lower --batch_size")
-    data = np.memmap(path, dtype=np.uint16, mode='r')
+        raise SystemExit(f"{data_dir}/{split}.bin holds fewer than {batch_size} chunks of {chunk_len} tokens: "
+                         f"rerun python prepare_owt.py, or lower --batch_size")
     use_bf16 = device.startswith('cuda') and dtype == 'bfloat16'
     ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()
     total = torch.zeros((), dtype=torch.float64, device=device)  # summed on device: no sync per batch
@@ -112,8 +116,7 @@ if device.startswith('cuda') and not torch.cuda.is_available():
     raise SystemExit("CUDA is not available on this machine: run with --device=cpu")
 if dtype not in ('float32', 'bfloat16'):
     raise SystemExit(f"dtype={dtype!r} is not supported: use 'float32' or 'bfloat16'")
-present = [(key, name, f"{data_dir}/{file}") for key, name, file in SETS
-           if os.path.isfile(f"{data_dir}/{file}")]
+present = [(key, name, split) for key, name, split in SETS if os.path.isfile(f"{data_dir}/{split}.bin")]
 if not present:
     raise SystemExit(f"{data_dir} has none of val.bin, pile.bin, pile_filtered.bin: run "
                      f"python prepare_owt.py to write them")
@@ -125,8 +128,8 @@ if model.started and model.tapered_norms():
 # The paper scores 1024-token chunks; a model with a shorter context gets chunks of its block_size.
 chunk_len = min(1024, model.config.block_size)
 ce, chunks = {key: None for key, _, _ in SETS}, {key: None for key, _, _ in SETS}
-for key, name, path in present:
-    ce[key], chunks[key] = mean_ce(model, path, chunk_len, name)
+for key, name, split in present:
+    ce[key], chunks[key] = mean_ce(model, split, chunk_len, name)
 
 size = SIZES.get((model.config.n_layer, model.config.n_embd))
 prefix = f"{size}/" if size else ''

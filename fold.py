@@ -23,6 +23,7 @@ import torch
 
 from diagnose import train_counts
 from model import GPT, FakeLN, LayerNorm, load_checkpoint
+from tokens import open_tokens
 
 
 # --- the algebra, one identity per function ----------------------------------------------------------
@@ -111,9 +112,8 @@ def check_tokens(config, data_dir=None, batch_size=4, seq_len=128, seed=0):
     data_dir/val.bin exists, else random tokens. A norm-free model's activations on random tokens
     can overflow float32, which makes any comparison there meaningless."""
     T = min(seq_len, config.block_size)
-    path = os.path.join(data_dir, 'val.bin') if data_dir else ''
-    if os.path.isfile(path):
-        data = np.memmap(path, dtype=np.uint16, mode='r')[:batch_size * T]
+    if data_dir and os.path.isfile(os.path.join(data_dir, 'val.bin')):
+        data = open_tokens(data_dir, 'val')[:batch_size * T]
         return torch.from_numpy(data.astype(np.int64)).view(batch_size, T), 'validation text'
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(0, config.vocab_size, (batch_size, T), generator=generator), 'random tokens'

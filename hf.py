@@ -54,7 +54,8 @@ def tokenizer_reference(name_or_dir):
     from transformers import AutoConfig, AutoTokenizer
     if load_hf(AutoConfig, name_or_dir).model_type == 'gpt2':
         return dict(kind='tiktoken', name='gpt2')
-    return dict(kind='hf', json=load_hf(AutoTokenizer, name_or_dir).backend_tokenizer.to_str())
+    tokenizer = load_hf(AutoTokenizer, name_or_dir)
+    return dict(kind='hf', json=tokenizer.backend_tokenizer.to_str(), eos_id=tokenizer.eos_token_id)
 
 
 # --- loading --------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from datasets import load_dataset
 from tqdm import tqdm
 
 HF_NAME = "roneneldan/TinyStories"
+DTYPE = np.dtype(np.uint16)  # --vocab_size stays below 65536; meta.json names it for tokens.py
 
 
 def load_splits(input_file=None, val_file=None, val_fraction=0.05):
@@ -104,7 +105,7 @@ def tokenize_split(ds, model_file, bin_file, num_proc=None):
     n_tokens = int(np.sum(ds["len"], dtype=np.int64))
     # Written under a temporary name so that a crash never leaves a truncated file the next run would skip.
     tmp_file = bin_file + ".tmp"
-    out = np.memmap(tmp_file, dtype=np.uint16, mode="w+", shape=(n_tokens,))
+    out = np.memmap(tmp_file, dtype=DTYPE, mode="w+", shape=(n_tokens,))
     pos = 0
     batches = ds.with_format("numpy").iter(batch_size=4096)
     for batch in tqdm(batches, total=math.ceil(len(ds) / 4096), desc=f"writing {name}"):
@@ -161,9 +162,9 @@ def main(argv=None):
         sp = spm.SentencePieceProcessor(model_file=model_file)
         meta = {
             "vocab_size": sp.vocab_size(), "tokenizer": "sentencepiece", "tokenizer_model": "tokenizer.model",
-            "bos_id": sp.bos_id(), "eos_id": sp.eos_id(),
-            "train_tokens": os.path.getsize(bin_files["train"]) // 2,  # 2 bytes per uint16 token
-            "val_tokens": os.path.getsize(bin_files["val"]) // 2,
+            "bos_id": sp.bos_id(), "eos_id": sp.eos_id(), "dtype": DTYPE.name,
+            "train_tokens": os.path.getsize(bin_files["train"]) // DTYPE.itemsize,
+            "val_tokens": os.path.getsize(bin_files["val"]) // DTYPE.itemsize,
             "source": args.input_file or HF_NAME,
         }
         with open(meta_file, "w") as f:

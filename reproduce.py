@@ -39,6 +39,7 @@ import torch
 
 import diagnose
 from model import GPT
+from tokens import open_tokens
 
 SETTINGS = {  # name: (label, taper, aux_loss)
     'baseline': ('Baseline', 'none', 'none'),
@@ -87,7 +88,7 @@ def val_ce(ckpt_path, data_dir, max_windows):
     if model.started and model.tapered_norms():
         model.set_gate(0.0)
     T = model.config.block_size
-    data = np.memmap(os.path.join(data_dir, 'val.bin'), dtype=np.uint16, mode='r')
+    data = open_tokens(data_dir, 'val')
     n = min(max_windows, (len(data) - 1) // T)
     ce = diagnose.score_windows(model, data, T, n)[0]
     seen = diagnose.train_counts(data_dir, model.config.vocab_size) > 0

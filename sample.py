@@ -9,7 +9,7 @@ Llama-family model.
 
 A tapered model is sampled at g = 0 once its taper has started. Tokens are decoded with the run's own
 tokenizer, which the checkpoint carries: SentencePiece for TinyStories, tiktoken's GPT-2 BPE for GPT-2,
-an HF model's own tokenizer for a Llama-family model.
+an HF model's own tokenizer for a Llama-family model (or data prepared with prepare_owt.py --tokenizer).
 """
 
 import os
@@ -20,9 +20,10 @@ import torch
 
 from hf import from_pretrained, tokenizer_reference
 from model import GPT, load_checkpoint
+from tokens import load_tokenizer
 
 # -----------------------------------------------------------------------------
-init_from = 'resume'      # 'resume' (out_dir/ckpt) | an HF GPT-2 name ('gpt2', ...) or directory
+init_from = 'resume'      # 'resume' (out_dir/ckpt) | an HF GPT-2 or Llama-family name or directory
 out_dir = 'out'
 ckpt = 'ckpt.pt'          # or 'ckpt_folded.pt', written by fold.py
 start = ''                # the prompt, or FILE:path to read it from a file
@@ -38,19 +39,6 @@ from configurator import configure_globals  # noqa: E402
 
 configure_globals(globals(), sys.argv[1:])
 # -----------------------------------------------------------------------------
-
-
-def load_tokenizer(ref):
-    """(encode, decode) for a checkpoint's tokenizer reference (see train.py's tokenizer_reference)."""
-    if ref is None:
-        raise SystemExit("this checkpoint names no tokenizer: its data_dir had no meta.json")
-    if ref['kind'] == 'sentencepiece':
-        import sentencepiece as spm
-        sp = spm.SentencePieceProcessor(model_proto=ref['model'].numpy().tobytes())
-        return (lambda text: [sp.bos_id()] + sp.encode(text)), sp.decode  # stories start with BOS
-    import tiktoken
-    enc = tiktoken.get_encoding(ref['name'])
-    return (lambda text: enc.encode(text, allowed_special={'<|endoftext|>'}) or [enc.eot_token]), enc.decode
 
 
 if temperature < 0:

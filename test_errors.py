@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from conftest import SHARED, TINY, run
+from conftest import SHARED, TINY, run, word_tokenizer
 
 T = [*TINY, '--data_dir={data}', '--out_dir={root}/fresh']           # a valid scratch run, plus one flaw
 R = [*TINY, '--data_dir={data}', '--out_dir={root}/run', '--taper=none', '--aux_loss=none',
@@ -25,6 +25,7 @@ OFFLINE = {'HF_HUB_OFFLINE': '1'}  # transformers' own no-network path, without 
 # Progress bars of work that succeeded before the mistake surfaced (datasets' loading, transformers'
 # weight loading) are not part of the message.
 QUIET = {'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'HF_HUB_DISABLE_PROGRESS_BARS': '1'}
+OWT = ['--input_file={shared}/openwebtext/sample.jsonl', '--out_dir={root}/o7']  # valid, plus one flaw
 GPT2_HF = ['--init_from={root}/hf', '--arch=gpt2', '--norm=layernorm', '--taper=none', '--n_head=2',
            '--n_embd=32', '--aux_loss=baroni']
 
@@ -73,6 +74,9 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('missing data folder', 'train.py', [*T, '--data_dir={root}/nodata'], 'python prepare_tinystories.py', None),
     ('empty train.bin', 'train.py', [*T, '--data_dir={root}/empty'], 'holds 0 bytes', None),
     ('odd-length train.bin', 'train.py', [*T, '--data_dir={root}/odd'], 'not a stream of uint16 tokens', None),
+    ('uint32 train.bin with half a token', 'train.py', [*T, '--data_dir={root}/odd32'],
+     'not a stream of uint32 tokens', None),
+    ('meta.json naming an unknown dtype', 'train.py', [*T, '--data_dir={root}/baddtype'], "names dtype 'int8'", None),
     ('garbage train.bin', 'train.py', [*T, '--data_dir={root}/garbage'], "beyond the model's vocab_size=512", None),
     ('vocab_size below the data', 'train.py', [*T, '--vocab_size=100'], 'set --vocab_size=512', None),
     ('block_size beyond train.bin', 'train.py', [*T, '--block_size=1000000'], 'too few for one window', None),
@@ -134,6 +138,14 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'Could not download openwebtext', OFFLINE),
     ('prepare_owt: val_fraction 2', 'prepare_owt.py', ['--val_fraction=2', '--out_dir={root}/o5'],
      'strictly between 0 and 1', None),
+    ('prepare_owt: missing --tokenizer folder', 'prepare_owt.py', [*OWT, '--tokenizer={root}/no_tokenizer'],
+     'no folder at', None),
+    ('prepare_owt: --tokenizer folder without a tokenizer', 'prepare_owt.py', [*OWT, '--tokenizer={root}/emptydir'],
+     'not a tokenizer folder written by save_pretrained', None),
+    ('prepare_owt: --tokenizer hub name without network', 'prepare_owt.py',
+     [*OWT, '--tokenizer=HuggingFaceTB/SmolLM2-135M'], 'could not download HuggingFaceTB/SmolLM2-135M', OFFLINE),
+    ('prepare_owt: tokenizer without EOS', 'prepare_owt.py', [*OWT, '--tokenizer={root}/no_eos'],
+     'has no end-of-sequence token', None),
     # fold.py, evaluate.py
     ('fold: a Baseline', 'fold.py', ['--out_dir={root}/run'], 'no tapered norm', None),
     ('fold: no checkpoint', 'fold.py', ['--out_dir={root}/fresh'], 'cannot fold', None),
@@ -165,6 +177,12 @@ def make_workspace(root, data_dir):
     for name, train_bytes in flaws.items():
         shutil.copytree(data_dir, f'{root}/{name}')
         open(f'{root}/{name}/train.bin', 'wb').write(train_bytes)
+    shutil.copytree(data_dir, f'{root}/odd32')
+    open(f'{root}/odd32/train.bin', 'wb').write(train.astype(np.uint32).tobytes() + b'\0\0')
+    shutil.copytree(data_dir, f'{root}/baddtype')
+    for name, dtype in (('odd32', 'uint32'), ('baddtype', 'int8')):
+        meta = json.load(open(f'{root}/{name}/meta.json'))
+        json.dump(meta | {'dtype': dtype}, open(f'{root}/{name}/meta.json', 'w'))
     shutil.copytree(data_dir, f'{root}/shortval')
     np.fromfile(f'{data_dir}/val.bin', dtype=np.uint16)[:100].tofile(f'{root}/shortval/val.bin')
     shutil.copytree(data_dir, f'{root}/badmeta')
@@ -177,6 +195,7 @@ def make_workspace(root, data_dir):
     open(f'{root}/bad_line.jsonl', 'w').write('{"text": "fine", "input_ids": [1]}\n{"text": "torn\n')
     open(f'{root}/no_text.jsonl', 'w').write('{"body": "no text field"}\n')
     os.makedirs(f'{root}/emptydir')
+    word_tokenizer(f'{root}/no_eos', 10, eos=False)
     from transformers import GPT2Config, GPT2LMHeadModel
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=512, bos_token_id=2,
                                eos_token_id=2)).save_pretrained(

@@ -28,7 +28,7 @@ def read_log(out_dir):
 def test_prepare_tinystories(data_dir, capsys):
     import sentencepiece as spm
     meta = json.load(open(data_dir / 'meta.json'))
-    assert meta['vocab_size'] == 512 and meta['bos_id'] == 1
+    assert meta['vocab_size'] == 512 and meta['bos_id'] == 1 and meta['dtype'] == 'uint16'
     sp = spm.SentencePieceProcessor(model_file=str(data_dir / meta['tokenizer_model']))
     val = np.memmap(data_dir / 'val.bin', dtype=np.uint16, mode='r')
     assert len(val) == meta['val_tokens'] > 100_000 and val[0] == 1 and val.max() < 512
@@ -363,7 +363,7 @@ def test_prepare_owt(owt_dir):
     the Pile rows are kept as they are."""
     import tiktoken
     meta = json.load(open(owt_dir / 'meta.json'))
-    assert meta['vocab_size'] == 50257 and meta['eot_token'] == 50256
+    assert meta['vocab_size'] == 50257 and meta['eot_token'] == 50256 and meta['dtype'] == 'uint16'
     val = np.memmap(owt_dir / 'val.bin', dtype=np.uint16, mode='r')
     assert (val == 50256).sum() == 50 and val[-1] == 50256  # 5% of 1,000 documents
     assert 'the' in tiktoken.get_encoding('gpt2').decode(val[:200].tolist())

@@ -31,6 +31,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from memory import describe as describe_memory
 from hf import from_pretrained
 from model import GPT, GPTConfig, load_checkpoint
+from tokens import open_tokens, read_meta
 
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
@@ -211,15 +212,14 @@ prepare_cmd = 'prepare_owt.py' if 'owt' in data_dir or 'openwebtext' in data_dir
 
 
 def token_file(split):
-    """The split's uint16 tokens, memory-mapped, after checking that the file can be one."""
-    path = os.path.join(data_dir, f'{split}.bin')
-    if not os.path.isfile(path):
-        fail(f"{path} not found: prepare the data with `python {prepare_cmd}` (or set data_dir)")
-    size = os.path.getsize(path)
-    if size == 0 or size % 2:
-        fail(f"{path} holds {size} bytes, which is not a stream of uint16 tokens: prepare it again "
-             f"with `python {prepare_cmd}`")
-    return np.memmap(path, dtype=np.uint16, mode='r')
+    """The split's tokens, memory-mapped in the dtype meta.json names, after checking that the file
+    can be a stream of them."""
+    try:
+        return open_tokens(data_dir, split)
+    except FileNotFoundError as e:
+        fail(f"{e}: prepare the data with `python {prepare_cmd}` (or set data_dir)")
+    except ValueError as e:
+        fail(f"{e}: prepare it again with `python {prepare_cmd}`")
 
 
 data = {split: token_file(split) for split in ('train', 'val')}
@@ -228,10 +228,7 @@ for split, tokens in data.items():
         fail(f"{data_dir}/{split}.bin holds {len(tokens):,} tokens, too few for one window of "
              f"block_size={block_size} plus its target: lower block_size or prepare more data")
 meta_path = os.path.join(data_dir, 'meta.json')
-try:
-    meta = json.load(open(meta_path)) if os.path.isfile(meta_path) else {}
-except json.JSONDecodeError:
-    fail(f"{meta_path} is not valid JSON: prepare the data again with `python {prepare_cmd}`")
+meta = read_meta(data_dir)  # token_file has already refused one that is not JSON
 
 
 def check_tokens(vocab):
@@ -252,6 +249,9 @@ if mask_eot_targets and 'eot_token' not in meta:
 
 def tokenizer_reference():
     """What sample.py needs to decode this run's tokens, stored in every checkpoint."""
+    if meta.get('tokenizer') == 'hf':  # the tokenizer prepare_owt.py --tokenizer saved beside the data
+        with open(os.path.join(data_dir, meta['tokenizer_dir'], 'tokenizer.json'), encoding='utf-8') as f:
+            return dict(kind='hf', json=f.read(), eos_id=meta['eot_token'])
     if arch == 'gpt2' or meta.get('tokenizer') == 'tiktoken':
         return dict(kind='tiktoken', name='gpt2')
     if meta.get('tokenizer') == 'sentencepiece':

@@ -14,7 +14,7 @@
 
 out_dir = 'out-smollm2-135m-internaltaper'
 init_from = 'HuggingFaceTB/SmolLM2-135M'
-data_dir = 'data/openwebtext-smollm2-135m'
+data_dir = 'data/openwebtext-SmolLM2-135M'  # python prepare_owt.py --tokenizer=HuggingFaceTB/SmolLM2-135M
 
 arch = 'llama'
 norm = 'rmsnorm'

@@ -1,0 +1,173 @@
+"""
+Data in an HF model's own tokens (prepare_owt.py --tokenizer) and the token files' dtype (tokens.py):
+each document is the tokenizer's framing + its tokens + its end-of-sequence id, ids beyond 65,535 are
+kept in uint32 files, training and the readers see them, and a checkpoint decodes with the tokenizer
+saved beside the data. The references are tiktoken, a word-to-id table and transformers' own tokenizer.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import prepare_owt
+from conftest import SHARED, require_shared, run, word_tokenizer
+from tokens import load_tokenizer
+
+N_WORDS = 70_000  # more ids than uint16 holds
+SPECIALS = 3  # [UNK], <s>, </s>: ids 0, 1, 2
+
+
+def gpt2_tokenizer(path):
+    """transformers' GPT-2 tokenizer built from tiktoken's own GPT-2 files, offline, saved to path."""
+    from transformers import GPT2TokenizerFast
+    # tiktoken's cache names its files by the sha1 of their URL: encoder.json, then vocab.bpe.
+    encoder = json.load(open(SHARED / 'tiktoken' / '6c7ea1a7e38e3a7f062df639a5b80947f075ffe6'))
+    lines = open(SHARED / 'tiktoken' / '6d1cbeee0f20b3d9449abfede4726ed8212e3aee', encoding='utf-8').read()
+    merges = [tuple(line.split()) for line in lines.splitlines()[1:] if line]  # line 0: '#version'
+    GPT2TokenizerFast(vocab=encoder, merges=merges).save_pretrained(path)
+    return path
+
+
+def split_documents(tokens, eos):
+    """The documents of a token stream in which eos ends each one."""
+    ends = np.flatnonzero(tokens == eos)
+    return [tokens[a + 1:b + 1].tolist() for a, b in zip(np.r_[-1, ends[:-1]], ends)]
+
+
+def val_documents(input_file, val_fraction):
+    """The held-out documents, split as the project's spec says (train_test_split, seed 2357)."""
+    from datasets import load_dataset
+    ds = load_dataset('json', data_files=str(input_file), split='train')
+    return ds.train_test_split(test_size=val_fraction, seed=2357, shuffle=True)['test']['text']
+
+
+def test_gpt2_tokenizer_through_transformers_writes_tiktokens_stream(tmp_path, capsys):
+    """With transformers' GPT-2 tokenizer, each document is tiktoken's GPT-2 encoding of its text followed
+    by <|endoftext|> (50256), in uint16, the held-out ones in train_test_split's order; an <|endoftext|>
+    typed inside a document stays text. The GPT-2-token Pile sets are skipped."""
+    require_shared()
+    import tiktoken
+    source = tmp_path / 'docs.jsonl'
+    quoting = json.dumps({'text': 'GPT-2 ends each document with <|endoftext|> in its training data.'})
+    source.write_text((SHARED / 'openwebtext' / 'sample.jsonl').read_text() + quoting + '\n')
+    out = tmp_path / 'data'
+    prepare_owt.main(['--input_file', str(source), '--val_fraction', '0.05', '--num_proc', '1',
+                      '--tokenizer', str(gpt2_tokenizer(tmp_path / 'gpt2')), '--out_dir', str(out)])
+    printed = capsys.readouterr().out
+    assert "pile: skipped, its rows are GPT-2 tokens" in printed and not (out / 'pile.bin').exists()
+    meta = json.load(open(out / 'meta.json'))
+    assert (meta['dtype'], meta['vocab_size'], meta['eot_token'], meta['tokenizer']) == ('uint16', 50257, 50256, 'hf')
+    enc = tiktoken.get_encoding('gpt2')
+    docs = val_documents(source, 0.05)
+    val = np.fromfile(out / 'val.bin', dtype=np.uint16)
+    assert len(val) == meta['val_tokens']
+    assert split_documents(val, 50256) == [enc.encode_ordinary(d) + [50256] for d in docs]
+    train = np.fromfile(out / 'train.bin', dtype=np.uint16)
+    every = [json.loads(line)['text'] for line in open(source)]
+    assert sorted(split_documents(train, 50256) + split_documents(val, 50256)) == \
+        sorted(enc.encode_ordinary(d) + [50256] for d in every)
+    from transformers import AutoTokenizer
+    saved = AutoTokenizer.from_pretrained(out / 'tokenizer')  # the data folder is self-contained
+    assert saved(docs[0]).input_ids == enc.encode_ordinary(docs[0])
+    # sample.py's prompt, as a checkpoint's reference to this tokenizer.json reads it: tiktoken's encoding
+    # with <|endoftext|> allowed, and an empty prompt that starts after a document separator
+    encode, decode = load_tokenizer(dict(kind='hf', json=(out / 'tokenizer' / 'tokenizer.json').read_text(),
+                                         eos_id=50256))
+    prompt = docs[0][:300] + '<|endoftext|>' + docs[1][:100]
+    ids = enc.encode(prompt, allowed_special={'<|endoftext|>'})
+    assert encode(prompt) == ids and decode(ids) == enc.decode(ids) and encode('') == [50256]
+
+
+@pytest.fixture(scope='module')
+def wide(tmp_path_factory):
+    """prepare_owt.py --tokenizer with a 70,003-id word tokenizer on documents of random words, and the
+    documents' ids from the word table."""
+    root = tmp_path_factory.mktemp('wide')
+    rng = np.random.default_rng(0)
+    words = [rng.integers(0, N_WORDS, rng.integers(20, 60)) for _ in range(400)]
+    words[0][:2] = N_WORDS - 1, 65_533  # ids 70,002, the top, and 65,536, the first beyond uint16
+    with open(root / 'docs.jsonl', 'w') as f:
+        for doc in words:
+            f.write(json.dumps({'text': ' '.join(f'w{i}' for i in doc)}) + '\n')
+    prepare_owt.main(['--input_file', str(root / 'docs.jsonl'), '--val_fraction', '0.1', '--num_proc', '1',
+                      '--tokenizer', str(word_tokenizer(root / 'words', N_WORDS)), '--out_dir', str(root / 'data')])
+    ids = {' '.join(f'w{i}' for i in doc): [1, *(doc + SPECIALS).tolist(), 2] for doc in words}  # BOS ... EOS
+    return root, ids
+
+
+def test_wide_vocabulary_is_written_as_uint32(wide):
+    """Ids beyond 65,535 come back intact from uint32 files: each document is BOS + its words' ids + EOS."""
+    root, ids = wide
+    data = root / 'data'
+    meta = json.load(open(data / 'meta.json'))
+    assert (meta['dtype'], meta['vocab_size'], meta['eot_token']) == ('uint32', N_WORDS + SPECIALS, 2)
+    train, val = (np.fromfile(data / f'{s}.bin', dtype=np.uint32) for s in ('train', 'val'))
+    assert (len(train), len(val)) == (meta['train_tokens'], meta['val_tokens'])
+    docs = split_documents(train, 2) + split_documents(val, 2)
+    assert sorted(docs) == sorted(ids.values())
+    assert train.max() >= 65_536 and {70_002, 65_536} <= set(np.concatenate([train, val]).tolist())
+
+
+def tiny_llama(data, out, *extra, check=True):
+    return run('train.py', f'--data_dir={data}', f'--out_dir={out}', '--device=cpu', '--arch=llama',
+               '--n_layer=1', '--n_head=2', '--n_embd=32', f'--vocab_size={N_WORDS + SPECIALS}', '--block_size=32',
+               '--batch_size=4', '--max_iters=2', '--warmup_iters=1', '--lr_decay_iters=2', '--taper=none',
+               '--aux_loss=none', '--eval_interval=2', '--eval_iters=1', '--log_interval=1', *extra, check=check)
+
+
+@pytest.fixture(scope='module')
+def wide_run(wide):
+    root, _ = wide
+    tiny_llama(root / 'data', root / 'run')
+    return root / 'run'
+
+
+def test_training_reads_uint32_tokens(wide, wide_run, tmp_path):
+    """train.py trains on the uint32 stream, and its token check sees the ids beyond 65,535: the same
+    files refused for a model of 65,536 rows."""
+    root, _ = wide
+    assert json.loads(open(wide_run / 'log.jsonl').read().splitlines()[-1])['iter'] == 2
+    data = tmp_path / 'data'
+    data.mkdir()
+    for name in ('train.bin', 'val.bin'):
+        (data / name).symlink_to(root / 'data' / name)
+    meta = json.load(open(root / 'data' / 'meta.json'))
+    (data / 'meta.json').write_text(json.dumps(meta | {'vocab_size': 2**16}))
+    proc = tiny_llama(data, tmp_path / 'run', '--vocab_size=65536', check=False)
+    top = max(np.fromfile(root / 'data' / 'train.bin', dtype=np.uint32))
+    assert proc.returncode != 0 and f"train.bin holds token id {top}, beyond the model's vocab_size=65536" in proc.stderr
+
+
+def test_checkpoint_decodes_with_the_saved_tokenizer(wide, wide_run):
+    """The checkpoint carries tokenizer.json (and loads with weights_only=True); sample.py encodes the
+    prompt with the tokenizer's BOS framing and prints what transformers' decode gives for the same
+    greedy continuation."""
+    from transformers import AutoTokenizer
+    from model import GPT
+    root, _ = wide
+    ckpt = torch.load(wide_run / 'ckpt.pt', weights_only=True)
+    assert ckpt['tokenizer']['kind'] == 'hf' and ckpt['tokenizer']['eos_id'] == 2
+    tok = AutoTokenizer.from_pretrained(root / 'data' / 'tokenizer')
+    prompt = 'w69999 w5 w65533'
+    proc = run('sample.py', f'--out_dir={wide_run}', '--device=cpu', '--num_samples=1', '--max_new_tokens=6',
+               '--temperature=0', f'--start={prompt}')
+    x = torch.tensor([tok(prompt).input_ids])
+    assert x[0].tolist() == [1, 70_002, 8, 65_536]
+    y = GPT.from_checkpoint(ckpt).eval().generate(x, 6, temperature=0)
+    assert proc.stdout.split('---------------')[0].strip() == tok.decode(y[0].tolist())
+
+
+def test_diagnose_reads_uint32_tokens(wide, wide_run):
+    """diagnose.py counts the training ids of the uint32 file (a uint16 read would count other ids) and
+    names tokens with the saved tokenizer."""
+    from transformers import AutoTokenizer
+    root, _ = wide
+    proc = run('diagnose.py', f'--out_dir={wide_run}', '--window=16', '--max_windows=4', '--top=1')
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    train = np.fromfile(root / 'data' / 'train.bin', dtype=np.uint32)
+    assert report['unseen_tokens'] == N_WORDS + SPECIALS - len(np.unique(train))
+    token = report['worst'][0]['tokens'][0]['id']
+    word = AutoTokenizer.from_pretrained(root / 'data' / 'tokenizer').decode([token])
+    assert f"token {word!r} (id {token}" in proc.stdout

@@ -1,0 +1,76 @@
+"""
+The token files every script reads and the two prepare scripts write: data_dir/<split>.bin holds token
+ids back to back, in the dtype data_dir/meta.json names ("uint16" or "uint32"). uint16 holds ids up to
+65,535 (GPT-2's 50,257, TinyStories' 10,000); a tokenizer with more (Llama-3's 128,256) needs uint32.
+Folders prepared before meta.json named a dtype hold uint16. Also here: the tokenizer a checkpoint
+carries (train.py's tokenizer_reference), turned back into encode and decode.
+"""
+
+import json
+import os
+
+import numpy as np
+
+DTYPES = ('uint16', 'uint32')
+
+
+def dtype_for(vocab_size):
+    """The narrowest dtype that holds every id of a vocab_size-token vocabulary."""
+    return np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
+
+
+def read_meta(data_dir):
+    """data_dir/meta.json as a dict ({} when there is none), or a ValueError naming the file."""
+    path = os.path.join(data_dir, 'meta.json')
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path) as f:
+            meta = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        meta = None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path} is not valid JSON")
+    return meta
+
+
+def token_dtype(data_dir):
+    """The dtype of data_dir's token files."""
+    name = read_meta(data_dir).get('dtype', 'uint16')
+    if name not in DTYPES:
+        raise ValueError(f"{os.path.join(data_dir, 'meta.json')} names dtype {name!r}, not one of {DTYPES}")
+    return np.dtype(name)
+
+
+def open_tokens(data_dir, split):
+    """data_dir/<split>.bin memory-mapped read-only, after checking that its size is a whole number of
+    tokens: FileNotFoundError or ValueError, each one sentence without advice (callers add theirs)."""
+    path = os.path.join(data_dir, f'{split}.bin')
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} not found")
+    dtype = token_dtype(data_dir)
+    size = os.path.getsize(path)
+    if size == 0 or size % dtype.itemsize:
+        raise ValueError(f"{path} holds {size} bytes, which is not a stream of {dtype} tokens")
+    return np.memmap(path, dtype=dtype, mode='r')
+
+
+def load_tokenizer(ref):
+    """(encode, decode) for a checkpoint's tokenizer reference (see train.py's tokenizer_reference)."""
+    if ref is None:
+        raise SystemExit("this checkpoint names no tokenizer: its data_dir had no meta.json")
+    if ref['kind'] == 'sentencepiece':
+        import sentencepiece as spm
+        sp = spm.SentencePieceProcessor(model_proto=ref['model'].numpy().tobytes())
+        return (lambda text: [sp.bos_id()] + sp.encode(text)), sp.decode  # stories start with BOS
+    if ref['kind'] == 'hf':
+        from tokenizers import Tokenizer
+        tok = Tokenizer.from_str(ref['json'])
+        # The tokenizer's own framing (e.g. Llama's BOS), as each training document had; an empty
+        # prompt without one starts after a document separator. Special tokens are printed, as
+        # transformers' decode does.
+        return ((lambda text: tok.encode(text).ids or [ref['eos_id']]),
+                lambda ids: tok.decode(ids, skip_special_tokens=False))
+    import tiktoken
+    enc = tiktoken.get_encoding(ref['name'])
+    return (lambda text: enc.encode(text, allowed_special={'<|endoftext|>'}) or [enc.eot_token]), enc.decode
