@@ -3,6 +3,7 @@ What the test files share: the repository's paths, a runner for its scripts, and
 dataset prepared once per session from the local sample in ../shared/data.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -67,4 +68,15 @@ def word_tokenizer(path, n_words, eos=True):
     tok.post_processor = processors.TemplateProcessing(single='<s> $A', special_tokens=[('<s>', 1)])
     specials = dict(bos_token='<s>', eos_token='</s>') if eos else {}
     PreTrainedTokenizerFast(tokenizer_object=tok, unk_token='[UNK]', **specials).save_pretrained(path)
+    return path
+
+
+def gpt2_tokenizer(path):
+    """transformers' GPT-2 tokenizer built from tiktoken's own GPT-2 files, offline, saved to path."""
+    from transformers import GPT2TokenizerFast
+    # tiktoken's cache names its files by the sha1 of their URL: encoder.json, then vocab.bpe.
+    encoder = json.load(open(SHARED / 'tiktoken' / '6c7ea1a7e38e3a7f062df639a5b80947f075ffe6'))
+    lines = open(SHARED / 'tiktoken' / '6d1cbeee0f20b3d9449abfede4726ed8212e3aee', encoding='utf-8').read()
+    merges = [tuple(line.split()) for line in lines.splitlines()[1:] if line]  # line 0: '#version'
+    GPT2TokenizerFast(vocab=encoder, merges=merges).save_pretrained(path)
     return path

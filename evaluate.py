@@ -1,17 +1,20 @@
 """
-Cross-entropy of a GPT-2 model on the paper's three evaluation sets, printed beside its Table 3.
+Cross-entropy of a GPT-2 model on the paper's three evaluation sets, printed beside its Table 3; of an
+HF Llama-family model on OpenWebText in its own tokens.
 
     python evaluate.py --out_dir=out-gpt2-s-internaltaper
     python evaluate.py --out_dir=out-gpt2-s-internaltaper --ckpt=ckpt_folded.pt
     python evaluate.py --init_from=gpt2                       # HF GPT-2 as published
+    python evaluate.py --out_dir=out-smollm2-135m-alltaper --data_dir=data/openwebtext-SmolLM2-135M
 
 The sets are token files prepare_owt.py writes into data_dir: OWT validation (val.bin), The Pile
 (pile.bin) and The Pile-filtered (pile_filtered.bin). As in Baroni et al.'s evaluation code, which the
 paper reuses: each set is cut into consecutive 1024-token chunks, a chunk predicts its tokens 2..1024
 from the ones before (end-of-text targets included), chunks go 8 to a batch and a last batch with
 fewer is left out, the model runs in float32, and the score is the mean cross-entropy over all those
-predictions. A tapered model is evaluated at g = 0, as in the paper. The last line printed is one
-JSON object for scripts.
+predictions. A tapered model is evaluated at g = 0, as in the paper. The data must be in the model's own
+tokens: the tokenizer the checkpoint (or HF model) carries is checked against data_dir's. The last
+line printed is one JSON object for scripts.
 """
 
 import json
@@ -23,12 +26,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from hf import from_pretrained
-from model import GPT
-from tokens import open_tokens
+from hf import from_pretrained, tokenizer_reference
+from model import GPT, load_checkpoint
+from tokens import open_tokens, read_meta
 
 # -----------------------------------------------------------------------------
-init_from = 'resume'      # 'resume' (out_dir/ckpt) | an HF GPT-2 name ('gpt2', ...) or directory
+init_from = 'resume'      # 'resume' (out_dir/ckpt) | an HF GPT-2 or Llama-family name or directory
 out_dir = 'out'
 ckpt = 'ckpt.pt'          # or 'ckpt_folded.pt', written by fold.py
 data_dir = 'data/openwebtext'
@@ -65,23 +68,44 @@ AUX_SUFFIX = {'fixed': ' (+fixed-target aux)', 'baroni': ' (+Baroni-aux)', 'none
 
 
 def load_model():
-    """The model to evaluate, in eval mode, and its Table 3 protocol name."""
-    if init_from != 'resume':
-        try:
-            return from_pretrained(init_from).to(device).eval(), 'GPT-2 (pretrained)'
-        except (OSError, ValueError, KeyError) as e:
-            raise SystemExit(f"cannot evaluate: {e}") from None
-    try:  # the sets are GPT-2 tokens, so a TinyStories checkpoint is refused here
-        model = GPT.from_checkpoint(f"{out_dir}/{ckpt}", device, arch='gpt2').eval()
-    except (FileNotFoundError, ValueError) as e:
+    """The model to evaluate, in eval mode, its protocol name (Table 3's for GPT-2) and its tokenizer
+    reference."""
+    try:
+        if init_from != 'resume':
+            model = from_pretrained(init_from).to(device).eval()
+            return model, 'GPT-2 (pretrained)' if model.config.arch == 'gpt2' else 'pretrained', tokenizer_reference(init_from)
+        checkpoint = load_checkpoint(f"{out_dir}/{ckpt}", device)
+        model = GPT.from_checkpoint(checkpoint, device).eval()
+    except (FileNotFoundError, OSError, ValueError, KeyError) as e:
         raise SystemExit(f"cannot evaluate: {e}") from None
     config = model.config
     if getattr(config, 'fakeln', False):
-        return model, 'FakeLN (+Baroni-aux)'
-    if config.taper == 'none':
-        return model, 'Vanilla'
-    name = 'Internal-TaperLN' if config.taper == 'internal' else 'All-TaperLN'
-    return model, name + AUX_SUFFIX[config.aux_loss]
+        return model, 'FakeLN (+Baroni-aux)', checkpoint.get('tokenizer')
+    names = ('Vanilla', 'Internal-TaperLN', 'All-TaperLN') if config.arch == 'gpt2' else \
+        ('Baseline', 'Internal-Taper', 'All-Taper')
+    name = names[('none', 'internal', 'all').index(config.taper)]
+    return model, name + AUX_SUFFIX[config.aux_loss], checkpoint.get('tokenizer')
+
+
+def check_tokenizer(ref):
+    """The data must be in the model's own tokens: GPT-2's BPE for GPT-2, the same HF tokenizer
+    (tokenizer.json) for an HF model. A TinyStories checkpoint (SentencePiece) is refused."""
+    kind = (ref or {}).get('kind')
+    if kind not in ('tiktoken', 'hf'):
+        raise SystemExit(f"cannot evaluate a model with a {kind} tokenizer: evaluate.py scores OpenWebText in "
+                         f"GPT-2's or an HF model's own tokens (diagnose.py scores any checkpoint on its own data)")
+    meta = read_meta(data_dir)
+    data_kind = meta.get('tokenizer', 'tiktoken')  # prepare_owt.py's GPT-2 data
+    if kind == 'hf' and data_kind == 'hf':
+        with open(os.path.join(data_dir, meta['tokenizer_dir'], 'tokenizer.json'), encoding='utf-8') as f:
+            if json.loads(f.read()) == json.loads(ref['json']):
+                return
+    elif kind == data_kind:
+        return
+    theirs = meta.get('tokenizer_name', 'GPT-2' if data_kind == 'tiktoken' else data_kind)
+    raise SystemExit(f"cannot evaluate: {data_dir} holds {theirs} tokens, not the model's own ({kind or 'unknown'} "
+                     f"tokenizer): prepare the data with `python prepare_owt.py --tokenizer=<the model>`, or "
+                     f"pass the matching --data_dir")
 
 
 @torch.no_grad()
@@ -120,7 +144,8 @@ present = [(key, name, split) for key, name, split in SETS if os.path.isfile(f"{
 if not present:
     raise SystemExit(f"{data_dir} has none of val.bin, pile.bin, pile_filtered.bin: run "
                      f"python prepare_owt.py to write them")
-model, protocol = load_model()
+model, protocol, tokenizer = load_model()
+check_tokenizer(tokenizer)
 label = label or protocol
 if model.started and model.tapered_norms():
     model.set_gate(0.0)

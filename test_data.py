@@ -12,22 +12,11 @@ import pytest
 import torch
 
 import prepare_owt
-from conftest import SHARED, require_shared, run, word_tokenizer
+from conftest import SHARED, gpt2_tokenizer, require_shared, run, word_tokenizer
 from tokens import load_tokenizer
 
 N_WORDS = 70_000  # more ids than uint16 holds
 SPECIALS = 3  # [UNK], <s>, </s>: ids 0, 1, 2
-
-
-def gpt2_tokenizer(path):
-    """transformers' GPT-2 tokenizer built from tiktoken's own GPT-2 files, offline, saved to path."""
-    from transformers import GPT2TokenizerFast
-    # tiktoken's cache names its files by the sha1 of their URL: encoder.json, then vocab.bpe.
-    encoder = json.load(open(SHARED / 'tiktoken' / '6c7ea1a7e38e3a7f062df639a5b80947f075ffe6'))
-    lines = open(SHARED / 'tiktoken' / '6d1cbeee0f20b3d9449abfede4726ed8212e3aee', encoding='utf-8').read()
-    merges = [tuple(line.split()) for line in lines.splitlines()[1:] if line]  # line 0: '#version'
-    GPT2TokenizerFast(vocab=encoder, merges=merges).save_pretrained(path)
-    return path
 
 
 def split_documents(tokens, eos):
