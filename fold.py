@@ -15,6 +15,7 @@ embedding. The arithmetic runs in float64.
 import argparse
 import copy
 import os
+import shutil
 from dataclasses import asdict, replace
 from types import SimpleNamespace
 
@@ -23,7 +24,7 @@ import torch
 
 from diagnose import train_counts
 from model import GPT, FakeLN, LayerNorm, load_checkpoint
-from tokens import open_tokens
+from tokens import open_tokens, read_meta
 
 
 # --- the algebra, one identity per function ----------------------------------------------------------
@@ -193,6 +194,11 @@ def main(argv=None):
             export_hf(model, args.export_hf)
         except ValueError as e:
             raise SystemExit(f"cannot export {path}: {e}") from None
+        data_dir = (ckpt.get('config') or {}).get('data_dir')
+        meta = read_meta(data_dir) if data_dir and os.path.isdir(data_dir) else {}
+        if 'tokenizer_dir' in meta:  # prepare_owt.py --tokenizer saved the model's tokenizer beside the data
+            shutil.copytree(os.path.join(data_dir, meta['tokenizer_dir']), args.export_hf, dirs_exist_ok=True)
+            print(f"copied the run's tokenizer from {data_dir}/{meta['tokenizer_dir']}")
         hf_class = 'GPT2LMHeadModel' if model.config.arch == 'gpt2' else 'LlamaForCausalLM'
         print(f"wrote {args.export_hf} (loads with {hf_class}.from_pretrained)")
 

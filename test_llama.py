@@ -247,6 +247,8 @@ def test_fold_export_sample_evaluate_and_bench_a_fine_tuned_llama(smol_runs, tmp
         assert diff <= 1e-5 * scale
     out = run('fold.py', f"--out_dir={smol_runs / 'alltaper'}", f"--export_hf={tmp_path / 'hf'}").stdout
     assert 'LlamaForCausalLM' in out
+    from transformers import AutoTokenizer  # the run's tokenizer travels with the export
+    assert AutoTokenizer.from_pretrained(tmp_path / 'hf')('The city')['input_ids'] == [464, 1748]
     hf = LlamaForCausalLM.from_pretrained(tmp_path / 'hf').eval()
     model = GPT.from_checkpoint(str(smol_runs / 'alltaper' / 'ckpt.pt')).eval()
     model.set_gate(0.0)

@@ -160,3 +160,24 @@ def expand_braces(arg):
     if not match:
         return [arg]
     return [arg[:match.start()] + choice + arg[match.end():] for choice in match.group(1).split(',')]
+
+
+L360 = ['--n_layer=32', '--n_embd=960', '--n_head=15', '--n_kv_head=5', '--mlp_hidden=2560']  # SmolLM2-360M
+L1B = ['--n_layer=16', '--n_embd=2048', '--n_head=32', '--n_kv_head=8', '--mlp_hidden=8192',
+       '--vocab_size=128256']  # Llama-3.2-1B
+LLAMA_ROWS = [([], 1), ([*L360, '--batch_size=8', '--gradient_accumulation_steps=32'], 1),
+              ([*L360, '--batch_size=8', '--gradient_accumulation_steps=32', '--fsdp=True'], 2),
+              ([*L1B, '--batch_size=4', '--gradient_accumulation_steps=64', '--fsdp=True'], 8),
+              ([*L1B, '--batch_size=4', '--gradient_accumulation_steps=64', '--grad_checkpoint=True'], 1)]
+
+
+def test_readme_llama_memory_rows_are_memory_py_output():
+    """Each row of the README's Llama memory table is the plan memory.py makes for its flags."""
+    from pathlib import Path
+    readme = (Path(__file__).parent / 'README.md').read_text()
+    section = readme[readme.index('## Your own Llama model'):readme.index('## Where this repository departs')]
+    rows = [line for line in section.splitlines() if line.startswith('| ') and line.endswith('% |')]
+    assert len(rows) == len(LLAMA_ROWS)
+    for row, (flags, nproc) in zip(rows, LLAMA_ROWS):
+        plan = memory.plan(memory.resolve(['config/finetune_smollm2_135m_alltaper.py', *flags]), nproc)
+        assert f"| {plan['params']:,} |" in row and f"{plan['total'] / 1e9:.2f} GB" in row, row
