@@ -29,6 +29,9 @@ OWT = ['--input_file={shared}/openwebtext/sample.jsonl', '--out_dir={root}/o7'] 
 GPT2_HF = ['--init_from={root}/hf', '--arch=gpt2', '--norm=layernorm', '--taper=none', '--n_head=2',
            '--n_embd=32', '--aux_loss=baroni']
 
+LLAMA_HF = ['--arch=llama', '--norm=rmsnorm', '--taper=all', '--aux_loss=fixed', '--n_head=4', '--n_embd=64',
+            '--mlp_hidden=96', '--tied_head=False']  # the tiny Llama's shape, but for n_kv_head
+
 CASES = [  # (case, script, arguments, a phrase of the message, environment)
     # configuration
     ('unknown config key', 'train.py', [*T, '--learing_rate=1e-3'], "did you mean 'learning_rate'", None),
@@ -94,6 +97,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('resume over a broken log line', 'train.py', [*R, '--out_dir={root}/badlog'], 'line 2, is not JSON', None),
     ('HF name without network', 'train.py', [*T, *GPT2_HF, '--init_from=gpt2'], 'could not download gpt2', OFFLINE),
     ('HF folder that does not exist', 'train.py', [*T, *GPT2_HF, '--init_from={root}/no_model'], 'no folder at', None),
+    ('HF Llama with a GELU MLP', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama_gelu'],
+     "sets hidden_act='gelu', which this model cannot compute", None),
+    ('HF Llama unlike the config', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama'],
+     'has n_kv_head=2 but the config says n_kv_head=0: set --n_kv_head=2', None),
     ('HF folder without config.json', 'train.py', [*T, *GPT2_HF, '--init_from={root}/emptydir'],
      'not a folder written by save_pretrained', None),
     # sample.py
@@ -196,7 +203,10 @@ def make_workspace(root, data_dir):
     open(f'{root}/no_text.jsonl', 'w').write('{"body": "no text field"}\n')
     os.makedirs(f'{root}/emptydir')
     word_tokenizer(f'{root}/no_eos', 10, eos=False)
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    llama = dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)
+    LlamaForCausalLM(LlamaConfig(**llama, num_key_value_heads=2)).save_pretrained(f'{root}/llama')
+    LlamaConfig(**llama, hidden_act='gelu').save_pretrained(f'{root}/llama_gelu')
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=512, bos_token_id=2,
                                eos_token_id=2)).save_pretrained(
         f'{root}/hf')
