@@ -60,13 +60,9 @@ def tokenizer_reference(name_or_dir):
 
 # --- loading --------------------------------------------------------------------------------------
 
-def from_pretrained(name_or_dir, block_size=None, **overrides):
-    """
-    A GPT holding the weights of an HF GPT-2 ('gpt2' ... 'gpt2-xl') or Llama-family model (a hub name or
-    a save_pretrained folder). Shapes come from its config; block_size may shorten a Llama's context.
-    overrides set the non-shape fields (taper, aux_loss, ema_rate, dropout, fakeln, ...); a TaperNorm or
-    TaperLN starts with gammatilde = gamma of the norm it replaces.
-    """
+def pretrained_config(name_or_dir, block_size=None, **overrides):
+    """The GPTConfig of an HF GPT-2 or Llama-family checkpoint, read from its config.json alone (no
+    weights are loaded), or a ValueError of one sentence naming what this model cannot compute."""
     from transformers import AutoConfig
     if SHAPE_KEYS & overrides.keys():
         raise ValueError(f"from_pretrained takes its shape from the checkpoint; "
@@ -77,12 +73,35 @@ def from_pretrained(name_or_dir, block_size=None, **overrides):
                          f"(LlamaForCausalLM) checkpoints load")
     if isinstance(hc.eos_token_id, int):
         overrides.setdefault('eot_token', hc.eos_token_id)
-    convert = load_gpt2 if hc.model_type == 'gpt2' else load_llama
-    model = convert(name_or_dir, hc, block_size, overrides)
+    return (gpt2_config if hc.model_type == 'gpt2' else llama_config)(name_or_dir, hc, block_size, overrides)
+
+
+def from_pretrained(name_or_dir, block_size=None, **overrides):
+    """
+    A GPT holding the weights of an HF GPT-2 ('gpt2' ... 'gpt2-xl') or Llama-family model (a hub name or
+    a save_pretrained folder). Shapes come from its config; block_size may shorten a Llama's context.
+    overrides set the non-shape fields (taper, aux_loss, ema_rate, dropout, fakeln, ...); a TaperNorm or
+    TaperLN starts with gammatilde = gamma of the norm it replaces.
+    """
+    config = pretrained_config(name_or_dir, block_size, **overrides)
+    model = GPT(config)
+    weights = (gpt2_weights if config.arch == 'gpt2' else llama_weights)(name_or_dir, config.n_layer)
+    copy_weights(model, weights, name_or_dir)
     with torch.no_grad():
         for m in model.tapered_norms():
             m.taper_weight.copy_(m.weight)
     return model
+
+
+def gpt2_config(name_or_dir, hc, block_size, overrides):
+    if hc.activation_function != 'gelu_new' or hc.scale_attn_by_inverse_layer_idx:
+        raise ValueError(f"{name_or_dir} is not a standard GPT-2 (activation {hc.activation_function!r}); "
+                         f"only the GPT-2 architecture is supported")
+    if block_size not in (None, hc.n_positions):
+        raise ValueError(f"a GPT-2 keeps its learned context of {hc.n_positions}: drop block_size={block_size}")
+    return GPTConfig(arch='gpt2', norm='layernorm', block_size=hc.n_positions, vocab_size=hc.vocab_size,
+                     n_layer=hc.n_layer, n_head=hc.n_head, n_embd=hc.n_embd, norm_eps=hc.layer_norm_epsilon,
+                     **overrides)
 
 
 def llama_config(name_or_dir, hc, block_size, overrides):
@@ -133,15 +152,15 @@ def copy_weights(model, weights, name_or_dir):
         raise KeyError(f"{name_or_dir}: no weights for {sorted(missing)}")
 
 
-def load_llama(name_or_dir, hc, block_size, overrides):
+def llama_weights(name_or_dir, n_layer):
+    """{our name: tensor} of an HF Llama's weights."""
     from transformers import LlamaForCausalLM
-    model = GPT(llama_config(name_or_dir, hc, block_size, overrides))
     sd_hf = load_hf(LlamaForCausalLM, name_or_dir).state_dict()
     weights = {'transformer.wte.weight': sd_hf.pop('model.embed_tokens.weight'),
                'transformer.ln_f.weight': sd_hf.pop('model.norm.weight')}
     if 'lm_head.weight' in sd_hf:  # tied: the same tensor as the embedding
         weights['lm_head.weight'] = sd_hf.pop('lm_head.weight')
-    for i in range(hc.num_hidden_layers):
+    for i in range(n_layer):
         for ours, theirs in LLAMA_LAYER.items():
             suffixes = [''] if ours.endswith('.weight') else ['.weight', '.bias']
             for suffix in suffixes:
@@ -151,25 +170,15 @@ def load_llama(name_or_dir, hc, block_size, overrides):
     leftover = [k for k in sd_hf if not k.endswith('rotary_emb.inv_freq')]
     if leftover:
         raise KeyError(f"{name_or_dir}: unexpected weight {leftover[0]}")
-    copy_weights(model, weights, name_or_dir)
-    return model
+    return weights
 
 
-def load_gpt2(name_or_dir, hc, block_size, overrides):
+def gpt2_weights(name_or_dir, n_layer):
+    """{our name: tensor} of an HF GPT-2's weights: Conv1D matrices transposed, mask buffers left out."""
     from transformers import GPT2LMHeadModel
-    if hc.activation_function != 'gelu_new' or hc.scale_attn_by_inverse_layer_idx:
-        raise ValueError(f"{name_or_dir} is not a standard GPT-2 (activation {hc.activation_function!r}); "
-                         f"only the GPT-2 architecture is supported")
-    if block_size not in (None, hc.n_positions):
-        raise ValueError(f"a GPT-2 keeps its learned context of {hc.n_positions}: drop block_size={block_size}")
-    model = GPT(GPTConfig(arch='gpt2', norm='layernorm', block_size=hc.n_positions, vocab_size=hc.vocab_size,
-                          n_layer=hc.n_layer, n_head=hc.n_head, n_embd=hc.n_embd,
-                          norm_eps=hc.layer_norm_epsilon, **overrides))
-    weights = {k: v.t() if k.endswith(HF_CONV1D) else v
-               for k, v in load_hf(GPT2LMHeadModel, name_or_dir).state_dict().items()
-               if not k.endswith(('.attn.bias', '.attn.masked_bias'))}  # causal-mask buffers, not weights
-    copy_weights(model, weights, name_or_dir)
-    return model
+    return {k: v.t() if k.endswith(HF_CONV1D) else v
+            for k, v in load_hf(GPT2LMHeadModel, name_or_dir).state_dict().items()
+            if not k.endswith(('.attn.bias', '.attn.masked_bias'))}
 
 
 # --- export ---------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from memory import describe as describe_memory
-from hf import from_pretrained
+from hf import from_pretrained, pretrained_config
 from model import GPT, GPTConfig, load_checkpoint
 from tokens import open_tokens, read_meta
 
@@ -366,18 +366,20 @@ elif init_from == 'resume':
     if master and changed:  # allowed (e.g. a lower learning rate after a spike), but never silently
         print("resuming with changed settings: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
 else:
+    settings = dict(taper=taper, aux_loss=aux_loss, aux_weight=aux_weight, ema_rate=ema_rate, dropout=dropout,
+                    fakeln=fakeln, fakeln_momentum=fakeln_momentum)
     try:
-        model = from_pretrained(init_from, taper=taper, aux_loss=aux_loss, aux_weight=aux_weight,
-                                ema_rate=ema_rate, dropout=dropout, fakeln=fakeln, fakeln_momentum=fakeln_momentum)
+        pretrained = pretrained_config(init_from, **settings)  # config.json alone: refusals come before the weights
+        if block_size > pretrained.block_size:
+            fail(f"block_size={block_size} exceeds {init_from}'s context of {pretrained.block_size}")
+        for key in ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head'):
+            ours, theirs = config[key], getattr(pretrained, key)
+            if ours != theirs:
+                fail(f"{init_from} has {key}={theirs!r} but the config says {key}={ours!r}: set --{key}={theirs!r} "
+                     f"(a resume checks the config's shape against the checkpoint)")
+        model = from_pretrained(init_from, **settings)
     except (OSError, ValueError, KeyError) as e:
         fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))  # a KeyError's str() is quoted
-    if block_size > model.config.block_size:
-        fail(f"block_size={block_size} exceeds {init_from}'s context of {model.config.block_size}")
-    for key in ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head'):
-        ours, theirs = config[key], getattr(model.config, key)
-        if ours != theirs:
-            fail(f"{init_from} has {key}={theirs!r} but the config says {key}={ours!r}: set --{key}={theirs!r} "
-                 f"(a resume checks the config's shape against the checkpoint)")
 check_tokens(model.config.vocab_size)
 # FakeLN, Baroni et al.'s protocol: (removal step, layer, path, name) for every LayerNorm, in their
 # order; ln_1 is removed on its Q/K path (0) and its V path (1) apart.
