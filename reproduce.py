@@ -6,6 +6,7 @@ The paper's TinyStories effects at CPU scale, in one command (the README's Resul
     python reproduce.py --seeds=1 -- --max_iters=20        # arguments after -- go to every train.py
     python reproduce.py --jobs=2 ...                       # two runs at once, one core each
     python reproduce.py --seeds=1,2,3 --ablation_seeds=1   # All-Taper (no aux) on seed 1 only
+    python reproduce.py --settings=baseline,internal,all   # without the no-aux ablation
 
 Without --input_file, prepare_tinystories.py downloads the full dataset. Several comma-separated
 files are pooled and split by story, --val_fraction of them held out (or pass --val_file). The
@@ -123,6 +124,7 @@ def main(argv=None):
                                           "<out_root>/results; the README's come from --assets=assets)")
     parser.add_argument('--val_windows', type=int, default=512, help="held-out windows to score")
     parser.add_argument('--retrain', action='store_true', help="train runs whose checkpoint exists too")
+    parser.add_argument('--settings', default=','.join(SETTINGS), help="comma-separated, of " + ', '.join(SETTINGS))
     parser.add_argument('--ablation_seeds', type=int, default=None,
                         help="train All-Taper (no aux), an ablation, on only the first N seeds (default: all)")
     parser.add_argument('--jobs', type=int, default=1, help="training runs at once, the CPU's cores split "
@@ -132,6 +134,11 @@ def main(argv=None):
     args, train_args = parser.parse_known_args(argv)
     train_args = [a for a in train_args if a != '--']
     seeds = [int(s) for s in args.seeds.split(',')]
+    unknown = set(args.settings.split(',')) - SETTINGS.keys()
+    if unknown or not {'baseline', 'internal'} <= set(args.settings.split(',')):
+        raise SystemExit(f"--settings takes baseline and internal (the reference of every gap, and the model the "
+                         f"decoding benchmark folds) and any of {', '.join(SETTINGS)}")
+    settings = {name: SETTINGS[name] for name in args.settings.split(',')}
     args.assets = args.assets or os.path.join(args.out_root, 'results')
     t0 = time.time()
 
@@ -144,7 +151,7 @@ def main(argv=None):
     # too, one-thread runs lose only their share of time, where a two-thread run stalls whenever
     # either thread waits for a core.
     threads = max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else None
-    jobs = [(k, name, *setting, seed) for k, (name, setting) in enumerate(SETTINGS.items())
+    jobs = [(k, name, *setting, seed) for k, (name, setting) in enumerate(settings.items())
             for seed in (seeds[:args.ablation_seeds] if name in ABLATIONS else seeds)]
 
     def train(job):
@@ -163,7 +170,7 @@ def main(argv=None):
         finished = run('train.py', CONFIG, f'--taper={taper}', f'--aux_loss={aux}', f'--seed={seed}',
                        f'--out_dir={out_dir}', f'--data_dir={args.data_dir}', *train_args,
                        '--init_from=resume' if resume else '--overwrite', allow_divergence=True,
-                       progress=f"[{k + 1}/{len(SETTINGS)}] {label}, seed {seed}", threads=threads)
+                       progress=f"[{k + 1}/{len(settings)}] {label}, seed {seed}", threads=threads)
         took = (time.time() - t_run) / 60
         with open(timing, 'w') as f:  # this invocation's wall time (a resumed run: since its resume)
             json.dump(dict(minutes=took, threads=threads or torch.get_num_threads(), resumed_from=done), f)
@@ -189,7 +196,7 @@ def main(argv=None):
                                                                     args.data_dir, args.val_windows)))
 
     fold, reset = {}, {}
-    for name, (_, taper, _) in SETTINGS.items():
+    for name, (_, taper, _) in settings.items():
         if taper == 'none':
             continue
         for out_dir, score in zip([d for d, s in zip(runs[name], seeds) if s not in diverged.get(name, [])],
@@ -221,7 +228,7 @@ def main(argv=None):
                            '--device=cpu', '--batch_size=1', f'--prompt_len={args.bench_prompt}',
                            f'--max_new_tokens={args.bench_new}',
                            '--repeats=9').strip().splitlines()[-1])['rows']
-    figures = run('plot.py', *[d for name in SETTINGS for d in runs[name]], '--out_dir', args.assets)
+    figures = run('plot.py', *[d for name in settings for d in runs[name]], '--out_dir', args.assets)
 
     def summary(scores, key):
         values = [s[key] for s in scores]
@@ -230,7 +237,7 @@ def main(argv=None):
     keys = ('mean', 'median', 'clean_mean', 'clean_median')
     base = {key: summary(ce['baseline'], key)[0] for key in keys}
     table = {}
-    for name, (label, _, _) in SETTINGS.items():
+    for name, (label, _, _) in settings.items():
         scores = ce.get(name, [])
         row = dict(label=label, val_ce=scores, diverged_seeds=diverged.get(name, []))
         for key in keys:
@@ -290,7 +297,7 @@ def main(argv=None):
            "| setting | seed | max \\|Δlogits\\| float32 | max \\|logits\\| | float64 | median val CE | folded |",
            "|---|---|---|---|---|---|---|"]
     for name, rows in fold.items():
-        md += [f"| {SETTINGS[name][0]} | {f['seed']} | {f['max_logit_diff']:.2e} | {f['max_logit']:.3g} | "
+        md += [f"| {settings[name][0]} | {f['seed']} | {f['max_logit_diff']:.2e} | {f['max_logit']:.3g} | "
                f"{f['max_logit_diff_float64']:.2e} | {f['val_ce']:.6f} | {f['val_ce_folded']:.6f} |" for f in rows]
     md += ['', 'fold.py --reset_unseen (the mitigation) on all windows, before -> after', '',
            "| setting | seed | tokens reset | mean | median | non-finite | > 2x median | clean windows, mean |",
@@ -298,7 +305,7 @@ def main(argv=None):
     for name, rows in reset.items():
         for r in rows:
             b, a = r['before'], r['after']
-            md.append(f"| {SETTINGS[name][0]} | {r['seed']} | {r['tokens']} | {b['mean']:.4g} -> {a['mean']:.4g} | "
+            md.append(f"| {settings[name][0]} | {r['seed']} | {r['tokens']} | {b['mean']:.4g} -> {a['mean']:.4g} | "
                       f"{b['median']:.4f} -> {a['median']:.4f} | {b['non_finite']} -> {a['non_finite']} | "
                       f"{b['outliers']} -> {a['outliers']} | {b['clean_mean']:.4f} -> {a['clean_mean']:.4f} |")
     md += ['', f"decode B=1 T={args.bench_prompt} on the CPU: Baseline {tok_per_s['baseline']:,.0f} tok/s, fused "
