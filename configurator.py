@@ -1,88 +1,287 @@
 """
-Config overrides for train.py, in nanoGPT's style:
+The flag layer every script shares. Each flag is declared once, with its default, one line of help
+and what values it takes; the layer reads config files and --key=value arguments against those
+declarations, so a wrong type, an out-of-range value, a misspelt choice or an unknown flag stops with
+one sentence that names the flag and what it takes, and `--help` lists every flag.
+
+nanoGPT's design stays: train.py, sample.py, bench.py, evaluate.py and gpu_check.py keep their
+defaults as globals between two rulers,
+
+    batch_size = flag(16, "sequences per micro-batch", min=1)
+    taper = flag('internal', "'none' is Baseline", choices=('none', 'internal', 'all'))
+
+and configure_globals(globals(), sys.argv[1:]) turns them into plain values, so the rest of the script
+and every config file read `batch_size` as an int. A config file is Python that assigns globals:
 
     python train.py config/taper_internal_512.py --batch_size=32 --compile
 
-A config file is Python that assigns globals (it may read the defaults, e.g. to derive warmup_iters
-from max_iters). --key=value overrides one value; a bare --flag sets it to True. Every key must be one
-of train.py's defaults: a typo stops the run with the closest valid key, instead of being ignored.
+Scripts with a main(argv) declare a dict of flags and read them with parse_flags(FLAGS, argv). Both
+take `--key=value` (or `--key value`); a bare `--key` sets a boolean flag to True.
 """
 
 import ast
 import difflib
+import math
 import os
+import sys
+import textwrap
 import traceback
 import types
 
 
-def configure_globals(namespace, argv):
-    """A script's defaults are its plain-valued globals (between its rulers): apply argv to them in
-    place and return the resolved config as a dict."""
-    keys = [k for k, v in namespace.items()
-            if not k.startswith('_') and isinstance(v, (bool, int, float, str, tuple, type(None)))]
-    namespace.update(configure({k: namespace[k] for k in keys}, argv))
-    return {k: namespace[k] for k in keys}
+class FlagError(SystemExit):
+    """A mistake in a flag or config file: its message is one sentence for the user (exit code 1)."""
 
 
-def configure(defaults, argv):
-    """Apply config files and --key=value arguments, in order, to a dict of defaults."""
-    config = dict(defaults)
-    for arg in argv:
-        if arg.startswith('--'):
-            key, has_value, raw = arg[2:].partition('=')
-            value = parse(raw, defaults.get(key)) if has_value else True
-            config[key] = checked(key, value, defaults, f"on the command line ({arg})")
-        else:
-            config.update(read_file(arg, config, defaults))
-    return config
+class Flag:
+    """One declared flag: a default, a line of help, and the values it takes. min/max bound a number
+    inclusively, above/below exclusively; choices lists the strings it takes; items makes it a
+    comma-separated list (a tuple) of that type, of `length` items if given, each item once if unique;
+    path='out' makes it a folder the script will write; a default of None means "not set" (type then
+    says what it takes); required means it has no default."""
+
+    def __init__(self, default, help, *, type=None, min=None, max=None, above=None, below=None,
+                 choices=None, items=None, length=None, unique=False, path=None, required=False):
+        self.default, self.help, self.required = default, help, required
+        self.type = type or (tuple if items else builtin_type(default) if default is not None else str)
+        self.min, self.max, self.above, self.below = min, max, above, below
+        self.choices, self.items, self.length, self.unique, self.path = choices, items, length, unique, path
+
+    def bounds(self):
+        """The numeric range in words ('in [0, 1)', 'at least 1'), or '' when there is none."""
+        low = f"[{self.min}" if self.min is not None else f"({self.above}" if self.above is not None else None
+        high = f"{self.max}]" if self.max is not None else f"{self.below})" if self.below is not None else None
+        if low and high:
+            return f"in {low}, {high}"
+        if low:
+            return f"at least {self.min}" if self.min is not None else f"above {self.above}"
+        if high:
+            return f"at most {self.max}" if self.max is not None else f"below {self.below}"
+        return ""
+
+    def rule(self):
+        """What the flag takes, in words: the end of every message about it."""
+        if self.choices:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.items:
+            what = f"{self.length} " if self.length else ""
+            return f"{what}comma-separated {self.items.__name__}s" + (", each once" if self.unique else "")
+        kind = {bool: "True or False", int: "an integer", float: "a number", str: "text"}[self.type]
+        return f"{kind}, {self.bounds()}" if self.bounds() else kind
 
 
-def read_file(path, config, defaults):
+def flag(default, help, **rules):
+    return Flag(default, help, **rules)
+
+
+def builtin_type(value):
+    return bool if isinstance(value, bool) else type(value)
+
+
+# -----------------------------------------------------------------------------
+# Reading values
+
+
+def convert(key, value, spec):
+    """value (text from the command line, or what a config file assigned) as the flag's type, checked
+    against its rules; anything else stops with one sentence."""
+    shown = value if isinstance(value, str) else repr(value)
+    if value is None or (isinstance(value, str) and value == 'None' and spec.type is not str):
+        if spec.default is None and not spec.required:
+            return None
+        raise FlagError(f"{key}=None is not allowed: {key} takes {spec.rule()}")
+    if spec.items:
+        return convert_list(key, value, spec)
+    if spec.type is bool:
+        text = str(value).lower()
+        if isinstance(value, bool) or text in ('true', 'false', '1', '0'):
+            return value if isinstance(value, bool) else text in ('true', '1')
+    elif spec.type is str:
+        if isinstance(value, str):
+            return checked_range(key, value, spec)
+    else:
+        number = value
+        if isinstance(value, str):
+            try:
+                number = ast.literal_eval(value.strip())
+            except (ValueError, SyntaxError):
+                number = None
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            if spec.type is float:
+                return checked_range(key, float(number), spec)
+            if isinstance(number, int) or (math.isfinite(number) and number.is_integer()):
+                return checked_range(key, int(number), spec)  # --max_iters=1e6 means 1000000
+    raise FlagError(f"{key}={shown} is not valid: {key} takes {spec.rule()}")
+
+
+def convert_list(key, value, spec):
+    parts = value.split(',') if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else None
+    if parts is None or (isinstance(value, str) and not value.strip()):
+        raise FlagError(f"{key}={value!r} is not valid: {key} takes {spec.rule()}")
+    item = Flag(spec.items(), spec.help, type=spec.items, min=spec.min, max=spec.max, above=spec.above,
+                below=spec.below, choices=spec.choices)
+    out = []
+    for part in parts:
+        try:
+            out.append(convert(key, part.strip() if isinstance(part, str) else part, item))
+        except FlagError:
+            raise FlagError(f"{key}={value if isinstance(value, str) else tuple(value)} holds {part!r}, "
+                             f"which is not valid: {key} takes {spec.rule()}") from None
+    if spec.length and len(out) != spec.length:
+        raise FlagError(f"{key} has {len(out)} items, not {spec.length}: {key} takes {spec.rule()}")
+    twice = sorted({x for x in out if out.count(x) > 1}, key=str)
+    if spec.unique and twice:
+        raise FlagError(f"{key} lists {', '.join(map(str, twice))} more than once: {key} takes {spec.rule()}")
+    return tuple(out)
+
+
+def checked_range(key, value, spec):
+    if spec.choices is not None:
+        if value in spec.choices:
+            return value
+        close = difflib.get_close_matches(str(value), [str(c) for c in spec.choices], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise FlagError(f"{key}={value!r} is not one of {', '.join(map(repr, spec.choices))}{hint}")
+    if spec.type is str:
+        return checked_path(key, value) if spec.path == 'out' else value
+    if not math.isfinite(value):
+        raise FlagError(f"{key}={value} is not a finite number: {key} takes {spec.rule()}")
+    bad = ((spec.min is not None and value < spec.min) or (spec.max is not None and value > spec.max)
+           or (spec.above is not None and value <= spec.above) or (spec.below is not None and value >= spec.below))
+    if not bad:
+        return value
+    if spec.bounds() == "at least 0":
+        raise FlagError(f"{key}={value} must not be negative")
+    verb = "must lie" if spec.bounds().startswith("in ") else "must be"
+    raise FlagError(f"{key}={value} {verb} {spec.bounds()}")
+
+
+def checked_path(key, path):
+    """A folder the script will write into: named, not a file, and inside a folder it may write."""
+    if not path.strip():
+        raise FlagError(f"{key} is empty: name the folder to write into, e.g. --{key}=out")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise FlagError(f"{key}={path} is a file, not a folder: name a folder to write into")
+    parent = os.path.abspath(path)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise FlagError(f"{key}={path} lies inside {parent}, which is a file: name a folder to write into")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise FlagError(f"{key}={path} cannot be written ({parent} is not writable): choose another folder")
+    return path
+
+
+# -----------------------------------------------------------------------------
+# Reading argv and config files
+
+
+def configure(flags, argv, prog, doc, configs=False, positional=None):
+    """Apply config files (configs=True: bare arguments name them) and --key=value arguments, in
+    order, to the declared flags; return the resolved values as a dict. --help prints the flags."""
+    values = {key: spec.default for key, spec in flags.items()}
+    loose = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg in ('-h', '--help'):
+            print(usage(flags, prog, doc, configs, positional))
+            raise SystemExit(0)
+        if not arg.startswith('--'):
+            if configs:
+                values.update(read_file(arg, values, flags, prog))
+            elif positional:
+                loose.append(arg)
+            else:
+                raise FlagError(f"unexpected argument {arg!r}: {prog} takes flags written --key=value "
+                                 f"(`python {prog} --help` lists them)")
+            continue
+        key, has_value, raw = arg[2:].partition('=')
+        spec = known(key, flags, prog, "on the command line")
+        if not has_value:
+            if spec.type is bool:
+                raw = 'True'
+            elif i < len(argv) and not argv[i].startswith('--'):
+                raw, i = argv[i], i + 1  # --key value
+            else:
+                raise FlagError(f"--{key} needs a value: write --{key}=VALUE, where {key} takes {spec.rule()}")
+        values[key] = convert(key, raw, spec)
+    if positional:
+        if not loose:
+            raise FlagError(f"{prog} needs at least one {positional} argument (`python {prog} --help`)")
+        values[positional] = tuple(loose)
+    missing = [key for key, spec in flags.items() if spec.required and values[key] is None]
+    if missing:
+        raise FlagError(f"{prog} needs --{missing[0]}: {flags[missing[0]].help}")
+    return values
+
+
+def known(key, flags, prog, where):
+    if key in flags:
+        return flags[key]
+    close = difflib.get_close_matches(key, list(flags), n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else f" (`python {prog} --help` lists them)"
+    raise FlagError(f"unknown flag '{key}' {where}{hint}")
+
+
+def read_file(path, values, flags, prog):
     if not os.path.isfile(path):
-        raise SystemExit(f"config file {path} not found (arguments that are not --key=value name "
-                         f"config files)")
-    namespace = dict(config)
+        raise FlagError(f"config file {path} not found (arguments that are not --key=value name config files)")
+    namespace = dict(values)
     with open(path) as f:
         source = f.read()
     try:
         exec(compile(source, path, 'exec'), namespace)
     except SyntaxError as e:
-        raise SystemExit(f"config file {path}, line {e.lineno}: {e.msg}; a config file is Python that "
+        raise FlagError(f"config file {path}, line {e.lineno}: {e.msg}; a config file is Python that "
                          f"assigns values, e.g. learning_rate = 3e-4") from None
     except Exception as e:  # it runs as Python: a NameError, a division by zero, ...
         line = next((f.lineno for f in reversed(traceback.extract_tb(e.__traceback__))
                      if f.filename == path), '?')
-        raise SystemExit(f"config file {path}, line {line}: {type(e).__name__}: {e}") from None
+        raise FlagError(f"config file {path}, line {line}: {type(e).__name__}: {e}") from None
     assigned = {}
     for key, value in namespace.items():
         if key.startswith('__') or isinstance(value, (types.ModuleType, types.FunctionType, type)):
             continue
-        assigned[key] = checked(key, value, defaults, f"in {path}")
+        spec = known(key, flags, prog, f"in {path}")
+        if value is values.get(key):
+            continue
+        try:
+            assigned[key] = convert(key, value, spec)
+        except FlagError as e:
+            raise FlagError(f"{path}: {e}") from None
     return assigned
 
 
-def parse(raw, default):
-    """A string default takes the text as it is; anything else is read as a Python literal."""
-    if isinstance(default, str):
-        return raw
-    try:
-        return ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        return raw
+def usage(flags, prog, doc, configs, positional):
+    head = (f"usage: python {prog}" + (" [config.py ...]" if configs else "")
+            + (f" {positional} [{positional} ...]" if positional else "") + " [--key=value ...]")
+    lines = [head, "", (doc or "").strip(), "", "flags (--key=value; a bare --key sets a boolean to True):"]
+    for key, spec in flags.items():
+        default = ','.join(map(str, spec.default)) if isinstance(spec.default, tuple) else spec.default
+        shown = "required" if spec.required else f"default {default!r}"
+        lines.append(f"  --{key}={'' if spec.required else default}")
+        lines += textwrap.wrap(f"{spec.help} [{spec.rule()}; {shown}]", 100, initial_indent=' ' * 6,
+                               subsequent_indent=' ' * 6)
+    return "\n".join(lines)
 
 
-def checked(key, value, defaults, where):
-    if key not in defaults:
-        close = difflib.get_close_matches(key, list(defaults), n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise SystemExit(f"unknown config key '{key}' {where}{hint}")
-    default = defaults[key]
-    if default is None or value is None or type(value) is type(default):
-        return value
-    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)  # --learning_rate=1 means 1.0
-    if (isinstance(default, int) and not isinstance(default, bool) and isinstance(value, float)
-            and value.is_integer()):
-        return int(value)    # --max_iters=1e6 means 1000000
-    raise SystemExit(f"config key '{key}' {where} must be of type {type(default).__name__}, "
-                     f"not {value!r}")
+def parse_flags(flags, argv=None, positional=None):
+    """For a script with main(argv): its declared flags read from argv (default sys.argv[1:]), as an
+    object with one attribute per flag."""
+    caller = sys._getframe(1).f_globals
+    prog = os.path.basename(caller.get('__file__', 'script'))
+    values = configure(flags, sys.argv[1:] if argv is None else list(argv), prog, caller.get('__doc__'),
+                       positional=positional)
+    return types.SimpleNamespace(**values)
+
+
+def configure_globals(namespace, argv):
+    """For a script whose defaults are its globals: each flag(...) between its rulers becomes the
+    value that config files and argv give it, in place; returns the resolved config as a dict."""
+    flags = {k: v for k, v in namespace.items() if isinstance(v, Flag)}
+    prog = os.path.basename(namespace.get('__file__', 'script'))
+    values = configure(flags, argv, prog, namespace.get('__doc__'), configs=True)
+    namespace.update(values)
+    return values

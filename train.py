@@ -10,10 +10,12 @@ nanoGPT's loop with the taper schedule added: start_taper() once at taper_start,
 every step, and tapered models evaluated at g = 0.
 """
 
+import atexit
 import functools
 import json
 import math
 import os
+import re
 import sys
 import time
 from contextlib import nullcontext
@@ -35,77 +37,105 @@ from tokens import open_tokens, read_meta
 
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
-# config file and --key=value (configurator.py).
+# config file and --key=value; each flag says what it takes (configurator.py), and --help lists them.
+from configurator import FlagError, configure_globals, flag  # noqa: E402
 # I/O
-out_dir = 'out'
-init_from = 'scratch'     # 'scratch' | 'resume' | an HF GPT-2 or Llama-family name or directory (hf.py)
-overwrite = False         # start from scratch over the run already in out_dir (its checkpoint and log go)
-stop_iter = 0             # end this invocation early at this step, checkpointed (0: max_iters), e.g. to
-                          # fit a cluster's time limit; --init_from=resume continues the same run
-eval_interval = 5000
-log_interval = 100
-eval_iters = 50           # batches per split; the same fixed-seed batches at every evaluation
-eval_only = False
-wandb_log = False
-wandb_project = 'tapernorm'
-wandb_run_name = 'run'
+out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out')
+init_from = flag('scratch', "'scratch', 'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family "
+                 "name or save_pretrained folder (hf.py)")
+overwrite = flag(False, "start from scratch over the run already in out_dir (its files go once the "
+                 "new run has taken its first step)")
+reschedule = flag(False, "on a resume, accept a changed taper_start, taper_end or FakeLN schedule: the "
+                  "gate and removals follow the new schedule from the checkpoint's step on")
+stop_iter = flag(0, "end this invocation early at this step, checkpointed (0: max_iters), e.g. to fit a "
+                 "cluster's time limit; --init_from=resume continues the same run", min=0)
+eval_interval = flag(5000, "steps between evaluations, each followed by a checkpoint", min=1)
+log_interval = flag(100, "steps between training-log rows", min=1)
+eval_iters = flag(50, "batches per split; the same fixed-seed batches at every evaluation", min=1)
+eval_only = flag(False, "evaluate the starting model once and exit")
+wandb_log = flag(False, "also log to Weights & Biases (needs `pip install wandb`)")
+wandb_project = flag('tapernorm', "W&B project")
+wandb_run_name = flag('run', "W&B run name")
 # data
-data_dir = 'data/tinystories10000'
-gradient_accumulation_steps = 1   # micro-batches per step in one process; N ranks split the
-batch_size = 16                   # global batch of gradient_accumulation_steps x batch_size sequences
-block_size = 512
-data_layout = 'random'            # 'random': contiguous windows at random offsets (App. C);
-                                  # 'blocks': shuffled non-overlapping blocks, each predicting its
-                                  # own tokens 2..T (App. D, Baroni et al.'s GPT-2 runs)
-mask_eot_targets = False          # leave end-of-text targets out of the loss (Baroni's collator)
+data_dir = flag('data/tinystories10000', "folder of train.bin, val.bin and meta.json (prepare_*.py)")
+gradient_accumulation_steps = flag(1, "micro-batches per step in one process; N ranks split the global "
+                                   "batch of gradient_accumulation_steps x batch_size sequences", min=1)
+batch_size = flag(16, "sequences per micro-batch", min=1)
+block_size = flag(512, "tokens per training window", min=1)
+data_layout = flag('random', "'random': contiguous windows at random offsets (App. C); 'blocks': shuffled "
+                   "non-overlapping blocks, each predicting its own tokens 2..T (App. D, Baroni et al.)",
+                   choices=('random', 'blocks'))
+mask_eot_targets = flag(False, "leave end-of-text targets out of the loss (Baroni's collator)")
 # model
-arch = 'llama'
-vocab_size = 10000
-n_layer = 8
-n_head = 16
-n_embd = 512
-n_kv_head = 0             # key/value heads of grouped-query attention (0: n_head)
-mlp_hidden = 0            # SwiGLU's hidden size (0: the LLaMA rule, about 8d/3)
-tied_head = True          # the output head is the token embedding
-norm = 'rmsnorm'
-dropout = 0.0             # HF GPT-2's placement (embeddings, attention, residual), training only
-taper = 'internal'        # 'none' (Baseline) | 'internal' | 'all'
-taper_start = 50_000      # g = 1 before; c and s_tgt are calibrated here
-taper_end = 1_000_000     # g = 0 from here on
-aux_loss = 'fixed'        # 'none' | 'fixed' (eq. 5) | 'baroni'
-aux_weight = 0.1          # lambda
-ema_rate = 0.01           # mu
+arch = flag('llama', "block layout", choices=('llama', 'gpt2'))
+vocab_size = flag(10000, "embedding rows; at least the data's vocabulary", min=1)
+n_layer = flag(8, "blocks", min=1)
+n_head = flag(16, "attention heads", min=1)
+n_embd = flag(512, "model width d", min=1)
+n_kv_head = flag(0, "key/value heads of grouped-query attention (0: n_head)", min=0)
+mlp_hidden = flag(0, "SwiGLU's hidden size (0: the LLaMA rule, about 8d/3)", min=0)
+tied_head = flag(True, "the output head is the token embedding")
+norm = flag('rmsnorm', "the norm every block uses", choices=('rmsnorm', 'layernorm', 'dyt'))
+dropout = flag(0.0, "HF GPT-2's placement (embeddings, attention, residual), training only", min=0, below=1)
+taper = flag('internal', "'none' (Baseline), 'internal' or 'all' (Sec. 3)", choices=('none', 'internal', 'all'))
+taper_start = flag(50_000, "g = 1 before; c and s_tgt are calibrated here", min=0)
+taper_end = flag(1_000_000, "g = 0 from here on", min=1)
+aux_loss = flag('fixed', "'fixed': the fixed-target scale loss (eq. 5); 'baroni': Baroni et al.'s",
+                choices=('none', 'fixed', 'baroni'))
+aux_weight = flag(0.1, "lambda, the scale loss's weight", min=0)
+ema_rate = flag(0.01, "mu, the EMA's weight on each new sample", above=0, max=1)
 # FakeLN, Baroni et al.'s protocol (GPT-2): layer i's ln_2 is removed at step start[0] + i gap[0],
 # then ln_1 on the Q/K path (start[1], gap[1]), on the V path (start[2], gap[2]), then ln_f at
 # start[3]; sigma's EMA moves every forward with this weight on its old value
-fakeln = False
-fakeln_start = (20, 44, 68, 104)
-fakeln_gap = (2, 2, 3)
-fakeln_momentum = 0.9
+fakeln = flag(False, "replace every LayerNorm by Baroni et al.'s FakeLN, removed step by step")
+fakeln_start = flag((20, 44, 68, 104), "removal steps of the first ln_2, ln_1 (Q/K), ln_1 (V), and ln_f",
+                    items=int, length=4, min=0)
+fakeln_gap = flag((2, 2, 3), "steps between layers' removals of ln_2, ln_1 (Q/K), ln_1 (V)",
+                  items=int, length=3, min=0)
+fakeln_momentum = flag(0.9, "the weight of sigma's EMA on its old value", min=0, below=1)
 # AdamW, linear warmup then cosine decay
-learning_rate = 3e-4
-max_iters = 1_000_000
-weight_decay = 0.0
-beta1 = 0.9
-beta2 = 0.95
-grad_clip = 1.0           # 0 disables
-warmup_iters = 50_000
-lr_decay_iters = 1_000_000
-min_lr = 0.0
+learning_rate = flag(3e-4, "peak learning rate", above=0)
+max_iters = flag(1_000_000, "optimizer steps in the run", min=1)
+weight_decay = flag(0.0, "AdamW's decoupled weight decay (2-D weights only)", min=0)
+beta1 = flag(0.9, "AdamW's beta1", min=0, below=1)
+beta2 = flag(0.95, "AdamW's beta2", min=0, below=1)
+grad_clip = flag(1.0, "global gradient-norm clip (0 disables)", min=0)
+warmup_iters = flag(50_000, "linear warmup steps", min=0)
+lr_decay_iters = flag(1_000_000, "the cosine decay reaches min_lr here", min=1)
+min_lr = flag(0.0, "the learning rate after lr_decay_iters", min=0)
 # system
-grad_checkpoint = False   # recompute blocks in backward (activation checkpointing), for GPT-2 XL
-fsdp = False              # under torchrun: shard parameters, gradients and AdamW state (FSDP2)
-                          # instead of replicating them (DDP), for GPT-2 XL on smaller GPUs
-device = 'cuda'
-dtype = 'bfloat16'        # 'bfloat16' (autocast) | 'float32'; the CPU always runs float32
-compile = False
-seed = 1337
-peak_flops = 989e12       # per device, for MFU (H100 SXM dense bf16)
-memory_plan = False       # print the memory plan (memory.py) and exit
+grad_checkpoint = flag(False, "recompute blocks in backward (activation checkpointing), for GPT-2 XL")
+fsdp = flag(False, "under torchrun: shard parameters, gradients and AdamW state (FSDP2) instead of "
+            "replicating them (DDP), for GPT-2 XL on smaller GPUs")
+device = flag('cuda', "'cuda', 'cuda:N' or 'cpu'")
+dtype = flag('bfloat16', "'bfloat16' autocasts on CUDA; the CPU always runs float32",
+             choices=('bfloat16', 'float32'))
+compile = flag(False, "torch.compile the model")
+seed = flag(1337, "seeds the weights, the batches and dropout", min=0)
+peak_flops = flag(989e12, "per device, for MFU (H100 SXM dense bf16)", above=0)
+memory_plan = flag(False, "print the memory plan (memory.py) and exit")
 # -----------------------------------------------------------------------------
-from configurator import configure_globals  # noqa: E402
 
-rank = int(os.environ.get('RANK', 0))
+
+def launcher():
+    """(ddp, rank, world_size) from torchrun's environment, refusing a partial or stale one: a RANK or
+    WORLD_SIZE left set in a shell would otherwise split every batch among ranks that do not exist."""
+    names = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')
+    present = [n for n in names if n in os.environ]
+    if not present:
+        return False, 0, 1
+    missing = [n for n in names if n not in os.environ]
+    numbers = [os.environ.get(n, '') for n in names[:3]]
+    if missing or not all(v.isdigit() for v in numbers) or int(numbers[0]) >= int(numbers[1]):
+        what = f"{', '.join(present)} set but not {', '.join(missing)}" if missing else \
+            f"RANK={numbers[0]}, WORLD_SIZE={numbers[1]}, LOCAL_RANK={numbers[2]}"
+        print(f"the environment has {what}: launch with torchrun --nproc_per_node=N, or unset "
+              f"{', '.join(present)} to train in one process", file=sys.stderr)
+        sys.exit(1)
+    return True, int(numbers[0]), int(numbers[1])
+
+
+ddp, rank, world_size = launcher()
 
 
 def fail(message):
@@ -117,34 +147,19 @@ def fail(message):
 
 try:
     config = configure_globals(globals(), sys.argv[1:])
-except SystemExit as e:
+except FlagError as e:
     fail(str(e))
 # -----------------------------------------------------------------------------
 # Checks, before anything is loaded or written: one sentence for each mistake a user can make.
 
 
 def check_config():
-    positive = dict(batch_size=batch_size, block_size=block_size, eval_interval=eval_interval,
-                    log_interval=log_interval, eval_iters=eval_iters, n_layer=n_layer, n_head=n_head,
-                    n_embd=n_embd, vocab_size=vocab_size,
-                    gradient_accumulation_steps=gradient_accumulation_steps)
-    for key, value in positive.items():
-        if value < 1:
-            fail(f"{key}={value} must be at least 1")
-    for key, value in dict(max_iters=max_iters, warmup_iters=warmup_iters, stop_iter=stop_iter,
-                           weight_decay=weight_decay, grad_clip=grad_clip, aux_weight=aux_weight).items():
-        if value < 0:
-            fail(f"{key}={value} must not be negative")
-    if not 0 < learning_rate or not 0 <= min_lr <= learning_rate:
-        fail(f"learning rates must satisfy 0 <= min_lr <= learning_rate and learning_rate > 0, "
-             f"not min_lr={min_lr}, learning_rate={learning_rate}")
+    """The rules that tie flags together; each flag's own range is checked as it is read."""
+    if min_lr > learning_rate:
+        fail(f"min_lr={min_lr} must not exceed learning_rate={learning_rate}")
     if warmup_iters >= lr_decay_iters:
         fail(f"warmup_iters={warmup_iters} must be below lr_decay_iters={lr_decay_iters}: the cosine "
              f"decay runs from the end of warmup to lr_decay_iters")
-    if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
-        fail(f"AdamW's beta1={beta1} and beta2={beta2} must lie in [0, 1)")
-    if not 0 < ema_rate <= 1:
-        fail(f"ema_rate={ema_rate} (mu, the new-sample weight) must lie in (0, 1]")
     if n_embd % n_head:
         fail(f"n_embd={n_embd} is not divisible by n_head={n_head}: pick a width that is a multiple "
              f"of the head count")
@@ -153,14 +168,11 @@ def check_config():
              f"so pick an even head size")
     try:
         GPTConfig(arch=arch, norm=norm, taper=taper, aux_loss=aux_loss, fakeln=fakeln, n_embd=n_embd,
-                  n_head=n_head, dropout=dropout, fakeln_momentum=fakeln_momentum)
+                  n_head=n_head, n_kv_head=n_kv_head, tied_head=tied_head, dropout=dropout,
+                  fakeln_momentum=fakeln_momentum)
     except ValueError as e:
         fail(f"{e}: fix the config")
-    if dtype not in ('bfloat16', 'float32'):
-        fail(f"dtype={dtype!r} is not supported: use 'bfloat16' or 'float32'")
-    if data_layout not in ('random', 'blocks'):
-        fail(f"data_layout={data_layout!r} is not one of 'random' (windows at random offsets) or 'blocks'")
-    if not (device == 'cpu' or device.startswith('cuda')):
+    if not re.fullmatch(r'cpu|cuda(:\d+)?', device):
         fail(f"device={device!r} is not supported: use 'cuda', 'cuda:N' or 'cpu'")
     if device.startswith('cuda') and not torch.cuda.is_available():
         fail("CUDA is not available on this machine: run with --device=cpu")
@@ -174,15 +186,21 @@ def check_config():
     if aux_loss == 'fixed' and not 0 <= taper_start < max_iters:
         fail(f"the fixed-target loss freezes s_tgt at taper_start={taper_start}, which must lie inside "
              f"the run's max_iters={max_iters}")
-    if fakeln and not (len(fakeln_start) == 4 and len(fakeln_gap) == 3):
-        fail(f"fakeln_start needs 4 steps (ln_2, ln_1 Q/K, ln_1 V, ln_f) and fakeln_gap 3 gaps, "
-             f"not {fakeln_start} and {fakeln_gap}")
+    if (taper != 'none' or aux_loss == 'fixed') and taper_start < 1:
+        fail(f"taper_start={taper_start} leaves no step at g = 1 to calibrate c and s_tgt from: "
+             f"start the taper at step 1 or later")
 
 
 check_config()
-ddp = int(os.environ.get('RANK', -1)) != -1
-world_size = int(os.environ.get('WORLD_SIZE', 1))
+if wandb_log and rank == 0:
+    try:
+        import wandb
+    except ImportError:
+        fail("wandb_log needs the wandb package: `pip install wandb`, or drop --wandb_log")
 master = rank == 0
+end_iter = stop_iter or max_iters
+SCHEDULE = ('taper_start', 'taper_end', 'fakeln_start', 'fakeln_gap')  # a resume may not move them silently
+needs_start = taper != 'none' or aux_loss == 'fixed'  # c, gammatilde or s_tgt are set at taper_start
 if fsdp and not ddp:
     fail("fsdp shards the model over ranks: launch with torchrun --nproc_per_node=N")
 if fsdp and eval_iters % world_size:
@@ -202,10 +220,12 @@ device_type = 'cuda' if device.startswith('cuda') else 'cpu'
 ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 log_path = os.path.join(out_dir, 'log.jsonl')
 if init_from != 'resume' and not overwrite and not memory_plan:  # a plan writes nothing
-    held = [f for f in ('ckpt.pt', 'log.jsonl') if os.path.isfile(os.path.join(out_dir, f))]
-    if held:
-        fail(f"{out_dir} already holds a run ({', '.join(held)}): continue it with --init_from=resume, "
+    if os.path.isfile(ckpt_path):
+        fail(f"{out_dir} already holds a run (ckpt.pt): continue it with --init_from=resume, "
              f"or pass --overwrite to start again over it")
+    if os.path.isfile(log_path):
+        fail(f"{out_dir} holds the log of a run that left no checkpoint (log.jsonl): pass --overwrite "
+             f"to start again over it, or choose another out_dir")
 
 # --- data: windows of one concatenated token stream, at random offsets or as shuffled blocks ----
 prepare_cmd = 'prepare_owt.py' if 'owt' in data_dir or 'openwebtext' in data_dir else 'prepare_tinystories.py'
@@ -362,7 +382,15 @@ elif init_from == 'resume':
         fail(f"cannot resume: block_size={block_size} exceeds the checkpoint's context of {model.config.block_size}")
     iter_num = last_saved = checkpoint['iter_num']
     changed = {k: (v, config[k]) for k, v in checkpoint['config'].items()
-               if k in config and v != config[k] and k not in ('init_from', 'overwrite', 'stop_iter')}
+               if k in config and v != config[k] and k not in ('init_from', 'overwrite', 'stop_iter', 'reschedule')}
+    moved = [k for k in SCHEDULE if k in changed and (fakeln if k.startswith('fakeln') else needs_start)]
+    if moved and not reschedule:
+        fail(f"cannot resume: {', '.join(f'{k} {changed[k][0]!r} -> {changed[k][1]!r}' for k in moved)} changes "
+             f"the schedule of the run in progress at iter {iter_num}; keep the checkpoint's values, or pass "
+             f"--reschedule to follow the new schedule from iter {iter_num} on")
+    if not eval_only and iter_num >= end_iter:
+        fail(f"the run in {out_dir} is already at iter {iter_num}, so {'stop_iter' if stop_iter else 'max_iters'}"
+             f"={end_iter} leaves nothing to train: raise it, or pass --eval_only to evaluate the checkpoint")
     if master and changed:  # allowed (e.g. a lower learning rate after a spike), but never silently
         print("resuming with changed settings: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
 else:
@@ -436,6 +464,8 @@ def read_log_rows(path, before):
                 print(f"warning: dropped the torn last line of {path} (a run killed while writing it)")
                 break
             fail(f"{path}, line {n}, is not JSON: repair or remove that line, then resume again")
+        if not (isinstance(row, dict) and isinstance(row.get('iter'), int)):
+            fail(f"{path}, line {n}, has no 'iter' step number: repair or remove that line, then resume again")
         if row['iter'] < before:
             rows.append(line + '\n')
     return rows
@@ -455,25 +485,88 @@ if checkpoint is not None:
 log_rows = (read_log_rows(log_path, iter_num)
             if master and init_from == 'resume' and os.path.isfile(log_path) else [])
 
-# Every check has passed: from here on out_dir is written.
-if master:
+# --- out_dir: nothing in it changes until the run has taken its first healthy step ---------------
+# Then open_run() writes config.json and the log, and --overwrite moves the old run's files aside.
+# Each checkpoint commits what the run wrote up to it; a run that fails rolls out_dir back to its last
+# commit, so a refused or failed run leaves out_dir as it found it, and a failure mid-run leaves the
+# last good checkpoint with the log that matches it.
+RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json', 'ckpt_folded.pt', 'train_time.json')  # --overwrite's
+replaced_dir = os.path.join(out_dir, '.replaced')  # the old run's files, until the new run's first checkpoint
+created_dir = not os.path.isdir(out_dir)
+original = {}      # file -> its bytes before this run (None: it did not exist); empty until open_run()
+committed = None   # the log's length at the last checkpoint this run wrote
+
+
+def read_bytes(path):
+    if not os.path.isfile(path):
+        return None
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+def write_bytes(path, data):
+    with open(path + '.tmp', 'wb') as f:
+        f.write(data)
+    os.replace(path + '.tmp', path)
+
+
+def open_run():
+    """The first write to out_dir: config.json, the log continued from the checkpoint (a crash may
+    have left rows past it), and, with --overwrite, the old run's files moved aside."""
     os.makedirs(out_dir, exist_ok=True)
+    for name in ('log.jsonl', 'config.json'):
+        original[name] = read_bytes(os.path.join(out_dir, name))
     if overwrite and init_from != 'resume':
-        for f in ('ckpt.pt', 'log.jsonl'):
-            if os.path.isfile(os.path.join(out_dir, f)):
-                os.remove(os.path.join(out_dir, f))
+        held = [f for f in RUN_FILES if os.path.isfile(os.path.join(out_dir, f))]
+        if held:
+            os.makedirs(replaced_dir, exist_ok=True)
+            for f in held:
+                os.replace(os.path.join(out_dir, f), os.path.join(replaced_dir, f))
     if os.path.isfile(ckpt_path + '.tmp'):  # a save killed mid-write; the checkpoint itself is whole
         os.remove(ckpt_path + '.tmp')
-    with open(log_path + '.tmp', 'w') as f:  # the log continues from the checkpoint, not the crash
-        f.writelines(log_rows)
-    os.replace(log_path + '.tmp', log_path)
-    print(json.dumps(config, indent=1))
-    with open(os.path.join(out_dir, 'config.json'), 'w') as f:  # read by plot.py
-        json.dump(config, f, indent=1)
+    write_bytes(log_path, ''.join(log_rows).encode())
+    write_bytes(os.path.join(out_dir, 'config.json'), json.dumps(config, indent=1).encode())  # read by plot.py
+
+
+def commit():
+    """A checkpoint is on disk: what the run wrote up to it is kept, whatever happens next."""
+    global committed
+    committed = os.path.getsize(log_path)
+    original['config.json'] = read_bytes(os.path.join(out_dir, 'config.json'))
+    if os.path.isdir(replaced_dir):
+        for f in os.listdir(replaced_dir):
+            os.remove(os.path.join(replaced_dir, f))
+        os.rmdir(replaced_dir)
+
+
+def roll_back():
+    """A run that fails: out_dir as it was at the last commit (before the run, if it made none)."""
+    if not original:
+        return
+    if committed is not None:
+        with open(log_path, 'r+b') as f:
+            f.truncate(committed)
+    for name, data in original.items():
+        path = os.path.join(out_dir, name)
+        if name == 'log.jsonl' and committed is not None:
+            continue
+        if data is None:
+            if os.path.isfile(path):
+                os.remove(path)
+        else:
+            write_bytes(path, data)
+    if os.path.isdir(replaced_dir):
+        for f in os.listdir(replaced_dir):
+            os.replace(os.path.join(replaced_dir, f), os.path.join(out_dir, f))
+        os.rmdir(replaced_dir)
+    if created_dir and committed is None and not os.listdir(out_dir):
+        os.rmdir(out_dir)
+
+
+if master:
     print(f"{world_size} rank(s) x {accum_steps} micro-batches x {micro_batch} x {block_size} "
           f"= {tokens_per_iter:,} tokens per step")
     print(f"parameters: {raw_model.get_num_params():,}")
-needs_start = taper != 'none' or aux_loss == 'fixed'
 if compile:
     model = torch.compile(model)
 if ddp and not fsdp:
@@ -541,27 +634,55 @@ def all_ranks_finite(flag):
     return bad.item() == 0
 
 
-def parameters_finite():
-    local = [p.to_local() if isinstance(p, DTensor) else p for p in raw_model.parameters()]
-    return all_ranks_finite(torch.stack([torch.isfinite(p).all() for p in local]).all())
+def all_finite(tensors):
+    """True when every floating tensor holds only finite values (a shard's local part under FSDP)."""
+    local = [t.to_local() if isinstance(t, DTensor) else t for t in tensors]
+    local = [t for t in local if torch.is_tensor(t) and t.is_floating_point()]
+    return torch.stack([torch.isfinite(t).all() for t in local]).all()
+
+
+# One fixed batch of training windows, drawn from its own generator: the state check below reads it.
+check_batch = windows('train', torch.randint(num_windows('train'), (micro_batch,),
+                                             generator=torch.Generator().manual_seed(4321)))
+
+
+@torch.no_grad()
+def check_state():
+    """The state as it would be saved, checked as it will train: its parameters, buffers (c, s_tgt,
+    FakeLN's sigma) and AdamW moments finite, and its forward at the current gate, on check_batch, in
+    eval mode (no dropout, no statistic moved), with a finite CE, scale loss and pre-logit scale.
+    Returns (finite on every rank, the CE)."""
+    raw_model.eval()
+    with ctx:
+        _, _, stats = raw_model(*check_batch, return_stats=True)
+    raw_model.train()
+    moments = [t for state in optimizer.state.values() for t in state.values()]
+    ok = (all_finite(list(raw_model.parameters()) + list(raw_model.buffers()) + moments)
+          & torch.isfinite(torch.stack([stats['ce'], stats['aux'], stats['prelogit_scale']])).all())
+    return all_ranks_finite(ok), stats['ce'].item()
 
 
 def diverged(what):
     kept = (f"the last good checkpoint, {ckpt_path} (iter {last_saved}), is kept" if last_saved is not None
-            else "no checkpoint was written")
+            else f"no checkpoint was written and {out_dir} is as it was")
     fail(f"the model diverged ({what}) between iter {last_checked} and iter {iter_num}: stopping; "
          f"{kept} (try a lower learning_rate)")
 
 
 def save_checkpoint():
-    """Atomic: a crash while writing leaves the previous checkpoint intact. Only a model that is
-    finite as it trains is written. Under FSDP every rank takes part in gathering the full state;
-    rank 0 writes it."""
+    """Only a state known to be good replaces the checkpoint: check_state() passes, and its CE is no
+    worse than max(a uniform guess, the state this invocation started from) by a nat. Atomic: a
+    crash while writing leaves the previous checkpoint intact. Under FSDP every rank takes part in
+    gathering the full state; rank 0 writes it, then commits the log up to it."""
     global last_saved
     if not all_ranks_finite(healthy):
         diverged("a non-finite training loss or pre-logit scale")
-    if not parameters_finite():
-        diverged("non-finite parameters")
+    finite, ce = check_state()
+    if not finite:
+        diverged(f"the state to be saved has non-finite values or gives a non-finite loss at g = {gate:.3g}")
+    if ce > ce_limit:
+        diverged(f"the state to be saved scores CE {ce:.4g} at g = {gate:.3g}, past {ce_limit:.4g}, a nat "
+                 f"above max(ln vocab_size, the starting state's {ce_start:.4g})")
     if not (master or fsdp):
         return
     model_state = get_model_state_dict(raw_model, options=full_state)
@@ -576,29 +697,37 @@ def save_checkpoint():
     torch.save(ckpt, ckpt_path + '.tmp')
     os.replace(ckpt_path + '.tmp', ckpt_path)
     last_saved = iter_num
+    commit()
 
 
 def log(row):
+    """Print a row; it goes to log.jsonl once the run is open, and is held until then."""
     if master:
         print(' '.join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                        for k, v in row.items() if not isinstance(v, list)))
-        with open(log_path, 'a') as f:
-            f.write(json.dumps(row) + '\n')
+        if original:
+            with open(log_path, 'a') as f:
+                f.write(json.dumps(row) + '\n')
+        else:
+            log_rows.append(json.dumps(row) + '\n')
         if wandb_log:
             wandb.log(row, step=row['iter'])
 
 
 if wandb_log and master:
-    import wandb
-    wandb.init(project=wandb_project, name=wandb_run_name, config=config)
+    try:
+        wandb.init(project=wandb_project, name=wandb_run_name, config=config)
+    except Exception as e:  # not logged in, no network, ...
+        fail(f"wandb could not start a run ({str(e).splitlines()[0] if str(e) else type(e).__name__}): "
+             f"log in with `wandb login`, or drop --wandb_log")
 
 # --- the loop ------------------------------------------------------------------------------------
 # healthy: every training loss, pre-logit scale and gradient norm since the last check was finite. It
 # lives on the device and is read only at log and save time. A model whose residual stream overflows
 # can still give a finite, flat loss (its final norm outputs 0: uniform logits), so s(h) counts too.
 healthy = torch.ones((), dtype=torch.bool, device=device)
-last_checked = iter_num
-end_iter = stop_iter or max_iters
+last_checked = first_iter = iter_num
+ce_start = ce_limit = None  # the starting state's check CE, and how far a saved state's may rise
 batches = get_step_batches(iter_num)
 t0, last_log_iter = time.time(), iter_num
 while True:
@@ -614,6 +743,9 @@ while True:
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
         group['lr'] = lr
+    if ce_start is None and not eval_only:
+        ce_start = check_state()[1]
+        ce_limit = max(math.log(raw_model.config.vocab_size), ce_start) + 1.0
 
     if iter_num % eval_interval == 0 or iter_num == end_iter or eval_only:
         # Scored at g = 0 once the taper has started. Mid-taper, and for a norm-free model on an
@@ -652,6 +784,12 @@ while True:
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     raw_model.step_emas()
+    if iter_num == first_iter:  # the run is sure to start: out_dir is written from here on
+        if not all_ranks_finite(healthy):
+            diverged("a non-finite loss, pre-logit scale or gradient at its first step")
+        if master:
+            open_run()
+            atexit.register(roll_back)  # any exit before the run's end: out_dir as of its last checkpoint
 
     if logging:
         if ddp:
@@ -673,6 +811,8 @@ while True:
         log(row)
     iter_num += 1
 
+if master:
+    atexit.unregister(roll_back)
 if ddp:
     dist.barrier()  # rank 0 may still be writing the checkpoint: tear the group down together
     dist.destroy_process_group()
