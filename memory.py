@@ -7,7 +7,8 @@ before anything is allocated.
     python memory.py config/finetune_gpt2_l_vanilla.py --grad_checkpoint=False
     python memory.py --summary config/finetune_gpt2_*.py                 # one row per config file
 
-Arguments are train.py's (config files, then --key=value), plus --nproc, --gpu_gb and --summary.
+Arguments are train.py's (config files, then --key=value), plus --nproc, --gpu_gb and --summary
+(`python memory.py --help` lists them all).
 train.py prints the same plan at startup; `--memory_plan` prints it and exits.
 
 The real model is built on the meta device (shapes, no storage), and so is its AdamW state, by one
@@ -31,20 +32,20 @@ import sys
 
 import torch
 
-from configurator import configure
+from configurator import Flag, configure, flag
 from model import GPT, GPTConfig, SwiGLU
 
 GB = 1e9
 FIT_FRACTION = 0.9  # of the GPU's memory: the rest is the CUDA context and allocator slack
 
 
-def train_defaults():
-    """train.py's defaults: the block between its first two rulers, run on its own."""
+def train_flags():
+    """train.py's declared flags: the block between its first two rulers, run on its own."""
     ruler = '# ' + '-' * 77
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')) as f:
         namespace = {}
         exec(f.read().split(ruler)[1], namespace)
-    return {k: v for k, v in namespace.items() if not k.startswith('_')}
+    return {k: v for k, v in namespace.items() if isinstance(v, Flag)}
 
 
 def model_config(config):
@@ -228,30 +229,35 @@ def describe(config, nproc=1, gpu_gb=80):
 
 def resolve(argv):
     """train.py's resolved config for argv (config files, --key=value)."""
-    return configure(train_defaults(), argv)
+    return configure(train_flags(), argv, 'train.py', None, configs=True)
+
+
+def device_bytes(device):
+    """The memory a run on device can use: the GPU's, or the machine's RAM for the CPU."""
+    if device.startswith('cuda'):
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+
+
+FLAGS = dict(
+    nproc=flag(1, "ranks: FSDP2 shards the weights, gradients and AdamW state over them", min=1),
+    gpu_gb=flag(80, "the GPU's memory, in GB, that the plan is judged against", above=0),
+    summary=flag(False, "one table row per config file instead of one plan"),
+)
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    own = {'nproc': 1, 'gpu_gb': 80, 'summary': False}
-    rest = []
-    for arg in argv:
-        key, has_value, value = arg[2:].partition('=')
-        if not (arg.startswith('--') and key in own):
-            rest.append(arg)
-        elif key == 'summary':
-            own[key] = True
-        elif not value.isdigit():
-            raise SystemExit(f"{arg}: --{key} takes a whole number, e.g. --{key}=8")
-        else:
-            own[key] = int(value)
-    nproc, gpu_gb = own['nproc'], own['gpu_gb']
-    if not own['summary']:
-        config = resolve(rest)
-        print(describe(config, nproc, gpu_gb))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    values = configure({**train_flags(), **FLAGS}, argv, 'memory.py', __doc__, configs=True)
+    nproc, gpu_gb = values['nproc'], values['gpu_gb']
+    rest = [a for a in argv if not (a.startswith('--') and a[2:].partition('=')[0] in FLAGS)]
+    if not values['summary']:
+        print(describe(resolve(rest), nproc, gpu_gb))
         return
     files = [a for a in rest if not a.startswith('--')]
     flags = [a for a in rest if a.startswith('--')]
+    if not files:
+        raise SystemExit("--summary makes one row per config file: name at least one, e.g. config/finetune_gpt2_*.py")
     print(f"| config | parameters | micro-batch | checkpointing | weights, grads, AdamW, bf16 copies | "
           f"activations + logits | total | {gpu_gb} GB GPU |")
     print("|---|---|---|---|---|---|---|---|")

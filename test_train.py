@@ -17,7 +17,7 @@ import prepare_tinystories
 from model import GPT
 
 from conftest import ROOT, SHARED, TINY, require_shared, run
-from memory import train_defaults
+from memory import resolve
 
 
 def read_log(out_dir):
@@ -235,11 +235,10 @@ def test_resume_drops_a_torn_last_log_line_with_a_warning(data_dir, tmp_path):
 
 def test_config_files_parse_and_read_like_the_paper():
     """Every TinyStories config of the paper exists and sets the paper's row (App. C)."""
-    from configurator import configure
     steps = {64: 500_000, 128: 500_000, 256: 750_000, 512: 1_000_000}
     for d, n in steps.items():
         for name, taper in (('baseline', 'none'), ('taper_internal', 'internal'), ('taper_all', 'all')):
-            cfg = configure(train_defaults(), [str(ROOT / 'config' / f'{name}_{d}.py')])
+            cfg = resolve([str(ROOT / 'config' / f'{name}_{d}.py')])
             assert (cfg['n_embd'], cfg['max_iters'], cfg['taper']) == (d, n, taper)
             assert cfg['warmup_iters'] == n // 20 and cfg['learning_rate'] == 3e-4
             assert cfg['batch_size'] * cfg['gradient_accumulation_steps'] == 16
@@ -474,18 +473,17 @@ def test_finetune_configs_follow_baronis_released_runs():
     """Where App. D is silent the GPT-2 configs take Baroni et al.'s released settings: AdamW betas
     (0.9, 0.999), dropout 0.1, shuffled 1024-token blocks, end-of-text targets masked, FakeLN momentum
     0.9 / 0.9 / 0.9^(28/32) / 0.9^(18/32) and a 15-step warmup for L; TinyStories keeps App. C's."""
-    from configurator import configure
     momentum = {'s': 0.9, 'm': 0.9, 'l': 0.912, 'xl': 0.942}
     warmup = {'s': 25, 'm': 10, 'l': 30, 'xl': 20}
     for size in momentum:
         for proto in ('vanilla', 'fakeln', 'internaltaper', 'alltaper'):
-            cfg = configure(train_defaults(), [str(ROOT / 'config' / f'finetune_gpt2_{size}_{proto}.py')])
+            cfg = resolve([str(ROOT / 'config' / f'finetune_gpt2_{size}_{proto}.py')])
             assert (cfg['beta1'], cfg['beta2'], cfg['dropout']) == (0.9, 0.999, 0.1)
             assert (cfg['data_layout'], cfg['mask_eot_targets'], cfg['block_size']) == ('blocks', True, 1024)
             assert cfg['warmup_iters'] == (15 if (size, proto) == ('l', 'fakeln') else warmup[size])
             if proto == 'fakeln':
                 assert cfg['fakeln_momentum'] == pytest.approx(momentum[size], abs=5e-4)
-    defaults = train_defaults()
+    defaults = resolve([])
     assert (defaults['beta2'], defaults['dropout'], defaults['data_layout'], defaults['mask_eot_targets']) == \
         (0.95, 0.0, 'random', False)
 

@@ -30,6 +30,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import memory
 from memory import describe as describe_memory
 from hf import from_pretrained, pretrained_config
 from model import GPT, GPTConfig, load_checkpoint
@@ -174,7 +175,7 @@ def check_config():
         fail(f"{e}: fix the config")
     if not re.fullmatch(r'cpu|cuda(:\d+)?', device):
         fail(f"device={device!r} is not supported: use 'cuda', 'cuda:N' or 'cpu'")
-    if device.startswith('cuda') and not torch.cuda.is_available():
+    if device.startswith('cuda') and not torch.cuda.is_available() and not memory_plan:
         fail("CUDA is not available on this machine: run with --device=cpu")
     if stop_iter > max_iters:
         fail(f"stop_iter={stop_iter} lies past max_iters={max_iters}")
@@ -192,6 +193,20 @@ def check_config():
 
 
 check_config()
+if memory_plan:  # the plan needs the config alone: no data, no device, nothing allocated or written
+    if rank == 0:
+        print(describe_memory(config, world_size if fsdp else 1))
+    raise SystemExit(0)
+need = memory.plan(config, world_size if fsdp else 1)['total']
+have = memory.device_bytes(device)
+if need > have:
+    fail(f"this run's memory plan needs {need / 1e9:.1f} GB but {device} has {have / 1e9:.1f} GB: lower "
+         f"batch_size (raising gradient_accumulation_steps), block_size or the model's size, or set "
+         f"grad_checkpoint (`python memory.py` with the same arguments shows the plan)")
+ram = memory.device_bytes('cpu')
+if 8 * eval_iters * batch_size > ram / 2:  # estimate_loss's window index, in host memory
+    fail(f"eval_iters={eval_iters} x batch_size={batch_size} windows would not fit in this machine's "
+         f"memory as one evaluation index: lower eval_iters")
 if wandb_log and rank == 0:
     try:
         import wandb
@@ -423,10 +438,6 @@ if fakeln:
     if not eval_only and not (0 <= min(steps) and max(steps) < max_iters):
         fail(f"the FakeLN removals run from step {min(steps)} to {max(steps)}, which must lie "
              f"inside the run's max_iters={max_iters}: move fakeln_start or raise max_iters")
-if master:
-    print(describe_memory(config, world_size if fsdp else 1))
-if memory_plan:
-    raise SystemExit(0)
 model.to(device)
 raw_model = model
 raw_model.grad_checkpoint = grad_checkpoint
@@ -646,19 +657,21 @@ check_batch = windows('train', torch.randint(num_windows('train'), (micro_batch,
                                              generator=torch.Generator().manual_seed(4321)))
 
 
-@torch.no_grad()
 def check_state():
     """The state as it would be saved, checked as it will train: its parameters, buffers (c, s_tgt,
-    FakeLN's sigma) and AdamW moments finite, and its forward at the current gate, on check_batch, in
-    eval mode (no dropout, no statistic moved), with a finite CE, scale loss and pre-logit scale.
-    Returns (finite on every rank, the CE)."""
+    FakeLN's sigma) and AdamW moments finite, and one training forward and backward at the current
+    gate, on check_batch, in eval mode (no dropout, no statistic moved), with a finite CE, scale loss,
+    pre-logit scale and gradient. Returns (all of that holds on every rank, the CE)."""
     raw_model.eval()
     with ctx:
-        _, _, stats = raw_model(*check_batch, return_stats=True)
+        _, loss, stats = raw_model(*check_batch, return_stats=True)
+    loss.backward()
     raw_model.train()
+    total_norm = whole(torch.nn.utils.clip_grad_norm_(raw_model.parameters(), math.inf))  # as a step sees it
     moments = [t for state in optimizer.state.values() for t in state.values()]
     ok = (all_finite(list(raw_model.parameters()) + list(raw_model.buffers()) + moments)
-          & torch.isfinite(torch.stack([stats['ce'], stats['aux'], stats['prelogit_scale']])).all())
+          & torch.isfinite(torch.stack([stats['ce'], stats['aux'], stats['prelogit_scale'], total_norm])).all())
+    raw_model.zero_grad(set_to_none=True)
     return all_ranks_finite(ok), stats['ce'].item()
 
 
@@ -679,7 +692,8 @@ def save_checkpoint():
         diverged("a non-finite training loss or pre-logit scale")
     finite, ce = check_state()
     if not finite:
-        diverged(f"the state to be saved has non-finite values or gives a non-finite loss at g = {gate:.3g}")
+        diverged(f"the state to be saved has non-finite values, or a non-finite loss or gradient at "
+                 f"g = {gate:.3g}")
     if ce > ce_limit:
         diverged(f"the state to be saved scores CE {ce:.4g} at g = {gate:.3g}, past {ce_limit:.4g}, a nat "
                  f"above max(ln vocab_size, the starting state's {ce_start:.4g})")

@@ -1,0 +1,99 @@
+"""
+A run never loses work: a checkpoint is only replaced by a state that trains, a run that fails or is
+refused leaves out_dir byte for byte as it was (or as of its last checkpoint), and a resume may not
+move the schedule of the run it continues.
+"""
+
+import hashlib
+import json
+import math
+import os
+import shutil
+
+import pytest
+
+from conftest import TINY, run
+
+BASE = [*TINY, '--stop_iter=20']
+SETTINGS = {  # the run up to iter 20, then a wreck at iter 20 right before a save at iter 21
+    'baseline': ['--taper=none', '--aux_loss=none'],
+    'mid-taper': [],  # Internal-Taper (+aux): g = 0.43 at iter 21
+    'fakeln': ['--arch=gpt2', '--norm=layernorm', '--taper=none', '--aux_loss=none', '--fakeln',
+               '--fakeln_start=12,14,16,18', '--fakeln_gap=1,1,1'],  # every LayerNorm removed by iter 19
+}
+
+
+def digest(folder):
+    return {f: hashlib.sha256(open(os.path.join(folder, f), 'rb').read()).hexdigest()
+            for f in sorted(os.listdir(folder)) if os.path.isfile(os.path.join(folder, f))}
+
+
+def rows(out):
+    return [json.loads(line) for line in open(os.path.join(out, 'log.jsonl'))]
+
+
+@pytest.mark.parametrize('setting', SETTINGS)
+def test_a_wreck_right_before_a_save_never_replaces_the_checkpoint(data_dir, tmp_path, setting):
+    """A resume whose one step at a huge learning rate wrecks the weights, with a checkpoint due right
+    after it: the run stops, the checkpoint, log and config on disk are the ones from before, and that
+    checkpoint resumes at a sane learning rate and trains to the end with finite losses."""
+    out = tmp_path / 'run'
+    args = [*BASE, *SETTINGS[setting], f'--data_dir={data_dir}', f'--out_dir={out}']
+    run('train.py', *args)
+    before = digest(out)
+    for lr in ('1e6', '0.3'):
+        proc = run('train.py', *args, '--init_from=resume', f'--learning_rate={lr}', '--eval_interval=21',
+                   '--log_interval=100', '--stop_iter=21', check=False)
+        if proc.returncode == 0:  # the state after this step trains: it is a good checkpoint
+            resumed = run('train.py', *args, '--init_from=resume', '--stop_iter=0', check=False)
+            assert resumed.returncode == 0, (lr, resumed.stderr[-2000:])
+            shutil.rmtree(out)
+            run('train.py', *args)
+            continue
+        assert 'the last good checkpoint' in proc.stderr and '(iter 20), is kept' in proc.stderr, proc.stderr
+        assert 'Traceback' not in proc.stderr
+        assert digest(out) == before, lr  # ckpt.pt, log.jsonl and config.json byte for byte
+    sane = run('train.py', *args, '--init_from=resume', '--stop_iter=0')
+    assert sane.returncode == 0
+    losses = [r['loss'] for r in rows(out)]
+    assert rows(out)[-1]['iter'] == 40 and all(math.isfinite(x) for x in losses)
+
+
+def test_a_run_that_fails_before_its_first_checkpoint_leaves_out_dir_as_it_was(data_dir, tmp_path):
+    """A scratch run that diverges before its first checkpoint writes nothing; an --overwrite run that
+    does so gives the old run's files back; a resume that does so truncates nothing."""
+    args = [*TINY, f'--data_dir={data_dir}']
+    fresh = tmp_path / 'fresh'
+    proc = run('train.py', *args, f'--out_dir={fresh}', '--learning_rate=1e6', '--warmup_iters=0',
+               '--taper=none', '--aux_loss=none', check=False)
+    assert proc.returncode == 1 and 'no checkpoint was written' in proc.stderr, proc.stderr
+    assert not fresh.exists()
+    old = tmp_path / 'old'
+    run('train.py', *args, f'--out_dir={old}', '--taper=none', '--aux_loss=none')
+    (old / 'ckpt_folded.pt').write_bytes(b'a file of the old run')
+    before = digest(old)
+    proc = run('train.py', *args, f'--out_dir={old}', '--overwrite', '--learning_rate=1e6', '--warmup_iters=0',
+               '--taper=none', '--aux_loss=none', check=False)
+    assert proc.returncode == 1 and digest(old) == before and not (old / '.replaced').exists()
+    # the same --overwrite, healthy: the old run's files go, its folded checkpoint with them
+    run('train.py', *args, f'--out_dir={old}', '--overwrite', '--max_iters=20', '--lr_decay_iters=20',
+        '--taper_end=20', '--eval_interval=10')
+    assert sorted(digest(old)) == ['ckpt.pt', 'config.json', 'log.jsonl'] and rows(old)[-1]['iter'] == 20
+
+
+@pytest.mark.parametrize('change', ['--taper_start=12', '--taper_end=36', '--stop_iter=20'])
+def test_a_resume_may_not_move_the_schedule_silently(data_dir, tmp_path, change):
+    """Moving taper_start or taper_end under a run in progress would make the gate jump; ending the
+    run where the checkpoint already is would train nothing. Both are refused before anything is
+    written; --reschedule accepts a new taper schedule knowingly."""
+    out = tmp_path / 'run'
+    args = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}']
+    run('train.py', *args, '--stop_iter=20')
+    before = digest(out)
+    proc = run('train.py', *args, '--init_from=resume', change, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and digest(out) == before, proc.stderr
+    assert ('nothing to train' if change == '--stop_iter=20' else 'changes the schedule') in lines[0]
+    if change != '--stop_iter=20':
+        run('train.py', *args, '--init_from=resume', change, '--reschedule')
+        assert rows(out)[-1]['iter'] == 40
