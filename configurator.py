@@ -24,6 +24,7 @@ import difflib
 import math
 import os
 import sys
+import tempfile
 import textwrap
 import traceback
 import types
@@ -167,8 +168,11 @@ def checked_path(key, path):
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
         raise FlagError(f"{key}={path} lies inside {parent}, which is a file: name a folder to write into")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise FlagError(f"{key}={path} cannot be written ({parent} is not writable): choose another folder")
+    try:  # a file that is never linked into the folder: the one sure test, root included
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as e:
+        raise FlagError(f"{key}={path} cannot be written ({parent}: {e.strerror}): choose another folder") from None
     return path
 
 

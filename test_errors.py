@@ -35,7 +35,7 @@ LLAMA_HF = ['--arch=llama', '--norm=rmsnorm', '--taper=all', '--aux_loss=fixed',
 CASES = [  # (case, script, arguments, a phrase of the message, environment)
     # configuration
     ('unknown config key', 'train.py', [*T, '--learing_rate=1e-3'], "did you mean 'learning_rate'", None),
-    ('value of the wrong type', 'train.py', [*T, '--batch_size=eight'], 'must be of type int', None),
+    ('value of the wrong type', 'train.py', [*T, '--batch_size=eight'], 'batch_size=eight is not valid', None),
     ('missing config file', 'train.py', ['{root}/nofile.py'], 'not found', None),
     ('config file with a syntax error', 'train.py', ['{root}/syntax.py', *T], 'syntax.py, line 2', None),
     ('config file that raises', 'train.py', ['{root}/nameerror.py', *T], 'NameError', None),
@@ -46,12 +46,12 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('eval_iters 0', 'train.py', [*T, '--eval_iters=0'], 'eval_iters=0 must be at least 1', None),
     ('gradient_accumulation_steps 0', 'train.py', [*T, '--gradient_accumulation_steps=0'],
      'gradient_accumulation_steps=0 must be at least 1', None),
-    ('max_iters negative', 'train.py', [*T, '--max_iters=-1'], 'max_iters=-1 must not be negative', None),
-    ('learning_rate 0', 'train.py', [*T, '--learning_rate=0'], 'learning_rate > 0', None),
-    ('min_lr above learning_rate', 'train.py', [*T, '--min_lr=1'], 'min_lr <= learning_rate', None),
+    ('max_iters negative', 'train.py', [*T, '--max_iters=-1'], 'max_iters=-1 must be at least 1', None),
+    ('learning_rate 0', 'train.py', [*T, '--learning_rate=0'], 'learning_rate=0.0 must be above 0', None),
+    ('min_lr above learning_rate', 'train.py', [*T, '--min_lr=1'], 'must not exceed learning_rate', None),
     ('warmup as long as the decay', 'train.py', [*T, '--warmup_iters=40'], 'must be below lr_decay_iters', None),
     ('beta2 of 1', 'train.py', [*T, '--beta2=1'], 'beta2=1.0 must lie in [0, 1)', None),
-    ('ema_rate 0', 'train.py', [*T, '--ema_rate=0'], 'ema_rate=0.0 (mu', None),
+    ('ema_rate 0', 'train.py', [*T, '--ema_rate=0'], 'ema_rate=0.0 must lie in (0, 1]', None),
     ('width not divisible by heads', 'train.py', [*T, '--n_embd=66'], 'not divisible by n_head=4', None),
     ('odd head size with RoPE', 'train.py', [*T, '--n_embd=36'], 'is odd: RoPE', None),
     ('unknown arch', 'train.py', [*T, '--arch=bert'], "arch='bert' is not one of", None),
@@ -59,7 +59,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('unknown aux loss', 'train.py', [*T, '--aux_loss=l2'], "aux_loss='l2' is not one of", None),
     ('DyT with a taper', 'train.py', [*T, '--norm=dyt'], "norm='dyt' leaves no norm to taper", None),
     ('FakeLN on RMSNorm', 'train.py', [*T, '--fakeln', '--taper=none'], 'fakeln replaces LayerNorms', None),
-    ('dtype float16', 'train.py', [*T, '--dtype=float16'], "dtype='float16' is not supported", None),
+    ('dtype float16', 'train.py', [*T, '--dtype=float16'], "dtype='float16' is not one of", None),
     ('unknown device', 'train.py', [*T, '--device=tpu'], "device='tpu' is not supported", None),
     ('CUDA on a machine without it', 'train.py', [*T, '--device=cuda'], 'CUDA is not available', None),
     ('taper_start after taper_end', 'train.py', [*T, '--taper_start=30', '--taper_end=20'],
@@ -71,6 +71,40 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'freezes s_tgt at taper_start=40', None),
     ('stop_iter past max_iters', 'train.py', [*T, '--stop_iter=41'], 'stop_iter=41 lies past', None),
     ('fsdp without torchrun', 'train.py', [*T, '--fsdp'], 'launch with torchrun', None),
+    # each rule of the flag layer (configurator.py), through train.py
+    ('a flag without its value', 'train.py', [*T, '--batch_size'], '--batch_size needs a value', None),
+    ('a boolean that is not one', 'train.py', [*T, '--compile=maybe'], 'compile=maybe is not valid', None),
+    ('a number that is not finite', 'train.py', [*T, '--learning_rate=nan'], 'learning_rate=nan is not valid', None),
+    ('an integer given a fraction', 'train.py', [*T, '--n_layer=2.5'], 'n_layer=2.5 is not valid', None),
+    ('a misspelt choice', 'train.py', [*T, '--taper=internl'], "did you mean 'internal'", None),
+    ('the upper end of a range', 'train.py', [*T, '--dropout=1'], 'dropout=1.0 must lie in [0, 1)', None),
+    ('a list of the wrong length', 'train.py', [*T, '--fakeln_start=1,2'], 'fakeln_start has 2 items, not 4', None),
+    ('a list holding text', 'train.py', [*T, '--fakeln_gap=1,x,2'], "holds 'x'", None),
+    ('None for a flag that needs a value', 'train.py', [*T, '--seed=None'], 'seed=None is not allowed', None),
+    ('a config file assigning the wrong type', 'train.py', ['{root}/badtype.py', *T], 'badtype.py: batch_size=', None),
+    ('a config file assigning an unknown key', 'train.py', ['{root}/badkey.py', *T],
+     "unknown flag 'learning_rat' in", None),
+    ('a config file assigning out of range', 'train.py', ['{root}/badrange.py', *T], 'must be at least 1', None),
+    # shapes, sizes and the environment
+    ('key/value heads that do not divide the heads', 'train.py', [*T, '--n_kv_head=3'],
+     'not a multiple of n_kv_head=3', None),
+    ('a negative MLP width', 'train.py', [*T, '--mlp_hidden=-5'], 'mlp_hidden=-5 must not be negative', None),
+    ('a model too large for the machine', 'train.py', [*T, '--n_embd=65536', '--n_head=64', '--n_layer=64'],
+     "memory plan needs", None),
+    ('an evaluation too large for the machine', 'train.py', [*T, '--eval_iters=1000000000000'],
+     'lower eval_iters', None),
+    ('a stale RANK without torchrun', 'train.py', T, 'launch with torchrun', {'RANK': '1'}),
+    ('a stale WORLD_SIZE without torchrun', 'train.py', T, 'unset WORLD_SIZE', {'WORLD_SIZE': '2'}),
+    ('a device that is not one', 'train.py', [*T, '--device=cuda:x'], "device='cuda:x' is not supported", None),
+    ('init_from in capitals', 'train.py', [*T, '--init_from=Resume'], 'did you mean --init_from=resume', None),
+    ('the taper starting at step 0', 'train.py', [*T, '--taper_start=0', '--warmup_iters=0'],
+     'leaves no step at g = 1', None),
+    ('wandb without the package', 'train.py', [*T, '--wandb_log'], 'pip install wandb', None),
+    # paths
+    ('out_dir that is a file', 'train.py', [*T, '--out_dir={root}/blank.txt'], 'is a file, not a folder', None),
+    ('out_dir inside a file', 'train.py', [*T, '--out_dir={root}/blank.txt/run'], 'which is a file', None),
+    ('out_dir empty', 'train.py', [*T, '--out_dir='], 'out_dir is empty', None),
+    ('out_dir not writable', 'train.py', [*T, '--out_dir=/proc/tapernorm-run'], 'cannot be written', None),
     ('FakeLN removals after the run', 'train.py', [*T, *GPT2_HF, '--fakeln', '--max_iters=10',
                                                    '--lr_decay_iters=10'], 'FakeLN removals run from step 20', QUIET),
     # data
@@ -95,6 +129,13 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('resume with another setting', 'train.py', [*R, '--taper=all'], "taper='none', not taper='all'", None),
     ('resume a file that is no checkpoint', 'train.py', [*R, '--out_dir={root}/junk'], 'could not be read', None),
     ('resume over a broken log line', 'train.py', [*R, '--out_dir={root}/badlog'], 'line 2, is not JSON', None),
+    ('resume over a log row without its step', 'train.py', [*R, '--out_dir={root}/noiter'], "line 2, has no 'iter'", None),
+    ('resume that would train nothing', 'train.py', [*R, '--max_iters=8', '--lr_decay_iters=8', '--warmup_iters=2'],
+     'leaves nothing to train', None),
+    ('stop_iter at the checkpoint', 'train.py', [*R, '--stop_iter=8'], 'stop_iter=8 leaves nothing to train', None),
+    ('scratch run over a log without a checkpoint', 'train.py', [*T, '--out_dir={root}/logonly'],
+     'left no checkpoint', None),
+    ('meta.json with a vocab_size in words', 'train.py', [*T, '--data_dir={root}/strmeta'], 'must be whole numbers', None),
     ('HF name without network', 'train.py', [*T, *GPT2_HF, '--init_from=gpt2'], 'could not download gpt2', OFFLINE),
     ('HF folder that does not exist', 'train.py', [*T, *GPT2_HF, '--init_from={root}/no_model'], 'no folder at', None),
     ('HF Llama with a GELU MLP', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama_gelu'],
@@ -194,6 +235,18 @@ def make_workspace(root, data_dir):
     np.fromfile(f'{data_dir}/val.bin', dtype=np.uint16)[:100].tofile(f'{root}/shortval/val.bin')
     shutil.copytree(data_dir, f'{root}/badmeta')
     open(f'{root}/badmeta/meta.json', 'w').write('{"vocab_size": 512,')
+    shutil.copytree(f'{root}/run', f'{root}/noiter')
+    lines = open(f'{root}/noiter/log.jsonl').read().splitlines()
+    lines[1] = json.dumps({k: v for k, v in json.loads(lines[1]).items() if k != 'iter'})
+    open(f'{root}/noiter/log.jsonl', 'w').write('\n'.join(lines) + '\n')
+    os.makedirs(f'{root}/logonly')
+    shutil.copy(f'{root}/run/log.jsonl', f'{root}/logonly/log.jsonl')
+    shutil.copytree(data_dir, f'{root}/strmeta')
+    meta = json.load(open(f'{root}/strmeta/meta.json'))
+    json.dump(meta | {'vocab_size': '512'}, open(f'{root}/strmeta/meta.json', 'w'))
+    open(f'{root}/badtype.py', 'w').write("batch_size = 'big'\n")
+    open(f'{root}/badkey.py', 'w').write("learning_rat = 1e-3\n")
+    open(f'{root}/badrange.py', 'w').write("n_layer = 0\n")
     open(f'{root}/syntax.py', 'w').write('# a config\nlearning_rate = = 3e-4\n')
     open(f'{root}/nameerror.py', 'w').write('learning_rate = lr * 2\n')
     open(f'{root}/blank.txt', 'w').write('   \n\n \t \n')

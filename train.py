@@ -173,6 +173,8 @@ def check_config():
                   fakeln_momentum=fakeln_momentum)
     except ValueError as e:
         fail(f"{e}: fix the config")
+    if init_from.lower() in ('scratch', 'resume') and init_from not in ('scratch', 'resume'):
+        fail(f"init_from={init_from!r} is not a model name: did you mean --init_from={init_from.lower()}?")
     if not re.fullmatch(r'cpu|cuda(:\d+)?', device):
         fail(f"device={device!r} is not supported: use 'cuda', 'cuda:N' or 'cpu'")
     if device.startswith('cuda') and not torch.cuda.is_available() and not memory_plan:
@@ -197,12 +199,6 @@ if memory_plan:  # the plan needs the config alone: no data, no device, nothing 
     if rank == 0:
         print(describe_memory(config, world_size if fsdp else 1))
     raise SystemExit(0)
-need = memory.plan(config, world_size if fsdp else 1)['total']
-have = memory.device_bytes(device)
-if need > have:
-    fail(f"this run's memory plan needs {need / 1e9:.1f} GB but {device} has {have / 1e9:.1f} GB: lower "
-         f"batch_size (raising gradient_accumulation_steps), block_size or the model's size, or set "
-         f"grad_checkpoint (`python memory.py` with the same arguments shows the plan)")
 ram = memory.device_bytes('cpu')
 if 8 * eval_iters * batch_size > ram / 2:  # estimate_loss's window index, in host memory
     fail(f"eval_iters={eval_iters} x batch_size={batch_size} windows would not fit in this machine's "
@@ -269,6 +265,9 @@ meta = read_meta(data_dir)  # token_file has already refused one that is not JSO
 def check_tokens(vocab):
     """Every token id must index the embedding; ids from another tokenizer would silently train on
     the wrong rows (or crash on a GPU deep inside the embedding)."""
+    if not isinstance(meta.get('vocab_size', vocab), int) or not isinstance(meta.get('eot_token', 0), int):
+        fail(f"{meta_path} names vocab_size={meta.get('vocab_size')!r} and eot_token={meta.get('eot_token')!r}, "
+             f"which must be whole numbers: prepare the data again with `python {prepare_cmd}`")
     if meta.get('vocab_size', vocab) > vocab:
         fail(f"{data_dir} has a vocabulary of {meta['vocab_size']} tokens but vocab_size={vocab}: "
              f"set --vocab_size={meta['vocab_size']}")
@@ -365,6 +364,12 @@ def get_gate(it):
 
 
 # --- model, optimizer, resume ---------------------------------------------------------------------
+need = memory.plan(config, world_size if fsdp else 1)['total']  # before anything is allocated
+have = memory.device_bytes(device)
+if need > have:
+    fail(f"this run's memory plan needs {need / 1e9:.1f} GB but {device} has {have / 1e9:.1f} GB: lower "
+         f"batch_size (raising gradient_accumulation_steps), block_size or the model's size, or set "
+         f"grad_checkpoint (`python memory.py` with the same arguments shows the plan)")
 if ddp:
     dist.init_process_group(backend='nccl' if device_type == 'cuda' else 'gloo')
     if device_type == 'cuda':
