@@ -289,3 +289,11 @@ def configure_globals(namespace, argv):
     values = configure(flags, argv, prog, namespace.get('__doc__'), configs=True)
     namespace.update(values)
     return values
+
+
+if __name__ == '__main__':
+    if sys.argv[1:] in (['--help'], ['-h']):
+        print(__doc__.strip())
+        raise SystemExit(0)
+    raise SystemExit("configurator.py is the flag layer the scripts share, not a script: run "
+                     "`python train.py --help` (or any script's --help) to see their flags")

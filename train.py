@@ -657,27 +657,26 @@ def all_finite(tensors):
     return torch.stack([torch.isfinite(t).all() for t in local]).all()
 
 
-# One fixed batch of training windows, drawn from its own generator: the state check below reads it.
-check_batch = windows('train', torch.randint(num_windows('train'), (micro_batch,),
-                                             generator=torch.Generator().manual_seed(4321)))
-
-
 def check_state():
     """The state as it would be saved, checked as it will train: its parameters, buffers (c, s_tgt,
-    FakeLN's sigma) and AdamW moments finite, and one training forward and backward at the current
-    gate, on check_batch, in eval mode (no dropout, no statistic moved), with a finite CE, scale loss,
-    pre-logit scale and gradient. Returns (all of that holds on every rank, the CE)."""
+    FakeLN's sigma) and AdamW moments finite, and its next step's forward and backward, on the very
+    micro-batches it will train on, at the current gate, in eval mode (no dropout, no statistic moved,
+    no RNG drawn), with a finite CE, scale loss, pre-logit scale and gradient norm. True when all of
+    that holds on every rank."""
     raw_model.eval()
-    with ctx:
-        _, loss, stats = raw_model(*check_batch, return_stats=True)
-    loss.backward()
+    values = []
+    for X, Y in batches:
+        with ctx:
+            _, loss, stats = raw_model(X, Y, return_stats=True)
+        (loss / accum_steps).backward()
+        values += [stats['ce'], stats['aux'], stats['prelogit_scale']]
     raw_model.train()
     total_norm = whole(torch.nn.utils.clip_grad_norm_(raw_model.parameters(), math.inf))  # as a step sees it
     moments = [t for state in optimizer.state.values() for t in state.values()]
     ok = (all_finite(list(raw_model.parameters()) + list(raw_model.buffers()) + moments)
-          & torch.isfinite(torch.stack([stats['ce'], stats['aux'], stats['prelogit_scale'], total_norm])).all())
+          & torch.isfinite(torch.stack(values + [total_norm])).all())
     raw_model.zero_grad(set_to_none=True)
-    return all_ranks_finite(ok), stats['ce'].item()
+    return all_ranks_finite(ok)
 
 
 def diverged(what):
@@ -688,20 +687,16 @@ def diverged(what):
 
 
 def save_checkpoint():
-    """Only a state known to be good replaces the checkpoint: check_state() passes, and its CE is no
-    worse than max(a uniform guess, the state this invocation started from) by a nat. Atomic: a
-    crash while writing leaves the previous checkpoint intact. Under FSDP every rank takes part in
-    gathering the full state; rank 0 writes it, then commits the log up to it."""
+    """Only a state known to be good replaces the checkpoint: the steps since the last save were
+    finite, and so is the state's next step (check_state). Atomic: a crash while writing leaves the
+    previous checkpoint intact. Under FSDP every rank takes part in gathering the full state; rank 0
+    writes it, then commits the log up to it."""
     global last_saved
     if not all_ranks_finite(healthy):
         diverged("a non-finite training loss or pre-logit scale")
-    finite, ce = check_state()
-    if not finite:
-        diverged(f"the state to be saved has non-finite values, or a non-finite loss or gradient at "
-                 f"g = {gate:.3g}")
-    if ce > ce_limit:
-        diverged(f"the state to be saved scores CE {ce:.4g} at g = {gate:.3g}, past {ce_limit:.4g}, a nat "
-                 f"above max(ln vocab_size, the starting state's {ce_start:.4g})")
+    if not check_state():
+        diverged(f"the state to be saved has non-finite values, or its next step a non-finite loss or "
+                 f"gradient at g = {gate:.3g}")
     if not (master or fsdp):
         return
     model_state = get_model_state_dict(raw_model, options=full_state)
@@ -746,7 +741,6 @@ if wandb_log and master:
 # can still give a finite, flat loss (its final norm outputs 0: uniform logits), so s(h) counts too.
 healthy = torch.ones((), dtype=torch.bool, device=device)
 last_checked = first_iter = iter_num
-ce_start = ce_limit = None  # the starting state's check CE, and how far a saved state's may rise
 batches = get_step_batches(iter_num)
 t0, last_log_iter = time.time(), iter_num
 while True:
@@ -762,9 +756,6 @@ while True:
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
         group['lr'] = lr
-    if ce_start is None and not eval_only:
-        ce_start = check_state()[1]
-        ce_limit = max(math.log(raw_model.config.vocab_size), ce_start) + 1.0
 
     if iter_num % eval_interval == 0 or iter_num == end_iter or eval_only:
         # Scored at g = 0 once the taper has started. Mid-taper, and for a norm-free model on an

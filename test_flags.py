@@ -1,0 +1,142 @@
+"""
+The flag layer (configurator.py), walked over every flag every script declares: for each flag, a
+value of the wrong type and values just outside its range or choices each stop the real script with
+one sentence that names the flag. `--help` lists every flag of every script, and the modules say
+what they are. The declarations are read from the scripts themselves, so a flag added tomorrow is
+walked too.
+"""
+
+import io
+import runpy
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+import configurator
+from conftest import ROOT, run
+
+SCRIPTS = ['train.py', 'sample.py', 'bench.py', 'evaluate.py', 'gpu_check.py', 'memory.py', 'fold.py',
+           'diagnose.py', 'reproduce.py', 'plot.py', 'prepare_tinystories.py', 'prepare_owt.py']
+MODULES = ['model.py', 'hf.py', 'tokens.py', 'configurator.py']
+
+
+def run_in_process(script, argv, monkeypatch):
+    """(exit code, stdout, stderr, the flags the script declared) of the script run as __main__."""
+    seen = {}
+    real = configurator.configure
+
+    def spy(flags, *args, **kwargs):
+        seen.update(flags)
+        return real(flags, *args, **kwargs)
+
+    monkeypatch.setattr(configurator, 'configure', spy)
+    monkeypatch.setattr(sys, 'argv', [str(ROOT / script), *argv])
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            runpy.run_path(str(ROOT / script), run_name='__main__')
+        except SystemExit as e:
+            code = e.code
+    if isinstance(code, str):  # raise SystemExit("...") prints the sentence and exits 1
+        err.write(code + '\n')
+        code = 1
+    return code or 0, out.getvalue(), err.getvalue(), seen
+
+
+def declared(script, monkeypatch):
+    code, out, _, flags = run_in_process(script, ['--help'], monkeypatch)
+    assert code == 0 and flags, script
+    return flags, out
+
+
+def bad_values(spec):
+    """A wrong type, and values just past each end of the flag's range or outside its choices."""
+    if spec.choices:
+        return ['no-such-choice']
+    if spec.items:
+        values = ['x'] if spec.items is int else []
+        if spec.length:
+            values.append(','.join(['1'] * (spec.length - 1) or ['1', '1']))
+        return values
+    if spec.type is bool:
+        return ['maybe']
+    if spec.type is str:
+        return [''] if spec.path == 'out' else []
+    values = ['abc'] + (['2.5'] if spec.type is int else [])
+    step = 1 if spec.type is int else 0.5
+    if spec.min is not None:
+        values.append(str(spec.min - step))
+    if spec.above is not None:
+        values.append(str(spec.above))
+    if spec.max is not None:
+        values.append(str(spec.max + step))
+    if spec.below is not None:
+        values.append(str(spec.below))
+    return values
+
+
+def walk():
+    cases = []
+    for script in SCRIPTS:
+        with pytest.MonkeyPatch.context() as mp:
+            flags, _ = declared(script, mp)
+        cases += [(script, key, value) for key, spec in flags.items() for value in bad_values(spec)]
+    return cases
+
+
+def test_every_script_declares_its_flags_and_lists_them_with_help(monkeypatch):
+    for script in SCRIPTS:
+        flags, out = declared(script, monkeypatch)
+        for key, spec in flags.items():
+            assert f"--{key}=" in out and spec.help, (script, key)
+            assert len(spec.help) > 10, (script, key)  # a line of help, not a placeholder
+
+
+def test_the_walk_meets_every_kind_of_rule():
+    """The walk is only as good as its variety: bounded integers and numbers, open and closed ends,
+    choices, booleans, lists and output folders all occur among the declarations."""
+    specs = [spec for script in SCRIPTS for spec in declared_flags(script).values()]
+    kinds = dict(int_min=any(s.type is int and s.min is not None for s in specs),
+                 float_open=any(s.type is float and (s.above is not None or s.below is not None) for s in specs),
+                 upper_end=any(s.max is not None or s.below is not None for s in specs),
+                 choices=any(s.choices for s in specs), boolean=any(s.type is bool for s in specs),
+                 lists=any(s.items for s in specs), out_folder=any(s.path == 'out' for s in specs))
+    assert all(kinds.values()), kinds
+
+
+def declared_flags(script):
+    with pytest.MonkeyPatch.context() as mp:
+        return declared(script, mp)[0]
+
+
+def test_each_bad_value_of_each_flag_is_one_sentence_naming_it(monkeypatch):
+    """Every declared flag of every script, with each of its bad values: a non-zero exit, one line on
+    stderr that names the flag, and no traceback."""
+    failures, count = [], 0
+    for script, key, value in walk():
+        code, _, err, _ = run_in_process(script, [f'--{key}={value}'], monkeypatch)
+        lines = [line for line in err.splitlines() if line.strip()]
+        count += 1
+        if code == 0 or len(lines) != 1 or key not in lines[0] or 'Traceback' in err:
+            failures.append((script, key, value, code, err[-300:]))
+    assert count > 300 and failures == [], failures[:10]
+
+
+def test_an_unknown_flag_names_the_closest_one_on_every_script(monkeypatch):
+    for script in SCRIPTS:
+        flags = declared_flags(script)
+        key = next(iter(flags))
+        code, _, err, _ = run_in_process(script, [f'--{key}x=1'], monkeypatch)
+        assert code != 0 and f"did you mean '{key}'" in err, (script, err)
+
+
+@pytest.mark.parametrize('module', MODULES)
+def test_a_module_run_as_a_script_says_what_it_is(module):
+    """`python model.py` used to print nothing: --help shows its docstring, anything else one sentence."""
+    helped = run(module, '--help')
+    assert helped.returncode == 0 and helped.stdout.strip()
+    bare = run(module, check=False)
+    lines = bare.stderr.strip().splitlines()
+    assert bare.returncode != 0 and len(lines) == 1 and 'Traceback' not in bare.stderr, bare.stderr
