@@ -8,14 +8,16 @@ name the same setting are seeds of it: each setting is drawn as the median over 
 2.5-97.5 percentile band, as in the paper. Settings without a final norm (All-Taper) are dashed.
 Train curves are EMA-smoothed per run (--smooth) before the median; val losses are drawn raw.
 """
-import argparse
 import json
+import math
 import os
 
 import numpy as np
 import matplotlib
 matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt
+
+from configurator import flag, parse_flags
 
 TAPER_LABELS = {"none": "Baseline", "internal": "Internal-Taper", "all": "All-Taper"}
 AUX_LABELS = {"none": "", "fixed": " (+aux)", "baroni": " (+Baroni aux)"}
@@ -32,18 +34,25 @@ def load_run(run_dir):
     for path in (config_path, log_path):
         if not os.path.isfile(path):
             raise SystemExit(f"{path} not found; pass the out_dir of a train.py run.")
-    with open(config_path) as f:
-        config = json.load(f)
-    if config.get("taper") not in TAPER_LABELS or config.get("aux_loss") not in AUX_LABELS:
+    try:
+        with open(config_path) as f:
+            config = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise SystemExit(f"{config_path} is not valid JSON; pass the out_dir of a train.py run.") from None
+    if not isinstance(config, dict) or config.get("taper") not in TAPER_LABELS \
+            or config.get("aux_loss") not in AUX_LABELS:
         raise SystemExit(f"{config_path} needs taper in {list(TAPER_LABELS)} "
                          f"and aux_loss in {list(AUX_LABELS)}.")
     train, evals = [], []
-    with open(log_path) as f:
+    with open(log_path, encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
             try:
                 row = json.loads(line) if line.strip() else {}
             except json.JSONDecodeError:
-                raise SystemExit(f"{log_path} line {n} is not valid JSON; fix or delete that line.")
+                raise SystemExit(f"{log_path} line {n} is not valid JSON; fix or delete that line.") from None
+            problem = row_problem(row)
+            if problem:
+                raise SystemExit(f"{log_path} line {n} is not a train.py log row ({problem}); fix or delete that line.")
             if "lr" in row:
                 train.append(row)
             elif "val_loss" in row:
@@ -52,6 +61,27 @@ def load_run(run_dir):
         raise SystemExit(f"{log_path} has no training rows yet; plot it after the first log interval.")
     label = TAPER_LABELS[config["taper"]] + AUX_LABELS[config["aux_loss"]]
     return dict(label=label, taper=config["taper"], train=train, evals=evals)
+
+
+def is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def row_problem(row):
+    """What is wrong with one parsed log line ('' when nothing): train.py writes one object per line, a
+    train row with 'lr' or an eval row with 'val_loss', each with its step 'iter' and numbers (or null)."""
+    if not isinstance(row, dict):
+        return f"it holds a JSON {type(row).__name__}, not an object"
+    if "lr" not in row and "val_loss" not in row:
+        return ""  # a row of another kind (e.g. a note): not plotted
+    if "iter" not in row:
+        return "it has no 'iter'"
+    if not (is_number(row["iter"]) and math.isfinite(row["iter"]) and row["iter"] >= 0):
+        return f"its iter is {row['iter']!r}, not a step number"
+    for key in ("loss", "val_loss", "logit_norm", *GRAD_PANELS):
+        if row.get(key) is not None and not is_number(row[key]):
+            return f"its {key} is {row[key]!r}, not a number"
+    return ""
 
 
 def group_runs(runs):
@@ -113,22 +143,35 @@ def save(fig, out_dir, name):
     return path
 
 
+FLAGS = dict(
+    out_dir=flag("assets", "folder the PNGs are written to", path='out'),
+    smooth=flag(0.9, "EMA factor for train curves, 0 = none", min=0, below=1),
+    prefix=flag("", "prepended to each PNG name"),
+    labels=flag(None, "comma-separated labels, one per run_dir, replacing the config's; runs that share a "
+                      "label are drawn as seeds of one setting", items=str),
+)
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Plot the paper's Figures 1-2 from training logs.")
-    parser.add_argument("run_dirs", nargs="+", help="out_dir of each training run")
-    parser.add_argument("--out_dir", default="assets")
-    parser.add_argument("--smooth", type=float, default=0.9, help="EMA factor for train curves, 0 = none")
-    parser.add_argument("--prefix", default="", help="prepended to each PNG name")
-    parser.add_argument("--labels", help="comma-separated labels, one per run_dir, replacing the config's")
-    args = parser.parse_args(argv)
-    if not 0 <= args.smooth < 1:
-        raise SystemExit(f"--smooth must be in [0, 1), got {args.smooth}.")
+    args = parse_flags(FLAGS, argv, positional="run_dirs")
+    if os.sep in args.prefix or (os.altsep and os.altsep in args.prefix):
+        raise SystemExit(f"--prefix={args.prefix} holds a path separator; it is prepended to each PNG name, "
+                         f"so choose the folder with --out_dir")
+    seen = {}
+    for d in args.run_dirs:
+        if os.path.realpath(d) in seen:
+            raise SystemExit(f"{d} is given twice (also as {seen[os.path.realpath(d)]}); each run folder counts as "
+                             f"one seed, so pass it once")
+        seen[os.path.realpath(d)] = d
+    if args.labels is not None:
+        if len(args.labels) != len(args.run_dirs):
+            raise SystemExit(f"--labels has {len(args.labels)} entries but {len(args.run_dirs)} run dirs were "
+                             f"given: pass one label per run dir.")
+        if not all(label.strip() for label in args.labels):
+            raise SystemExit("--labels holds an empty label: give every run dir a name.")
     runs = [load_run(d) for d in args.run_dirs]
     if args.labels is not None:
-        labels = args.labels.split(",")
-        if len(labels) != len(runs):
-            raise SystemExit(f"--labels has {len(labels)} entries but {len(runs)} run dirs were given.")
-        for run, label in zip(runs, labels):
+        for run, label in zip(runs, args.labels):
             run["label"] = label.strip()
     groups = group_runs(runs)
     os.makedirs(args.out_dir, exist_ok=True)

@@ -11,7 +11,8 @@ the fine-tuning data of another HF model (SmolLM2, TinyLlama, Llama-2/3) in that
 
 Writes out_dir/{train.bin, val.bin, pile.bin, pile_filtered.bin, meta.json}, out_dir defaulting to
 data/openwebtext. Every stage is skipped when its output exists, so an interrupted run picks up where it
-stopped. Each document is encoded as tokens + <|endoftext|> (50256) and the documents are concatenated;
+stopped; a folder prepared in other tokens, or from another --input_file or --val_fraction, is refused.
+Each document is encoded as tokens + <|endoftext|> (50256) and the documents are concatenated;
 train.py samples its windows from that stream. The Pile rows are 1024-token chunks written back to back
 as they are. tiktoken downloads its GPT-2 files once; set TIKTOKEN_CACHE_DIR to use a local copy.
 
@@ -22,7 +23,6 @@ beyond (Llama-3's 128,256 ids); meta.json names the dtype (see tokens.py). The t
 out_dir/tokenizer, so checkpoints trained on the data carry it. The Pile sets hold GPT-2 tokens and
 are skipped.
 """
-import argparse
 import json
 import math
 import os
@@ -33,7 +33,8 @@ import tiktoken
 from datasets import load_dataset
 from tqdm import tqdm
 
-from tokens import dtype_for
+from configurator import checked_path, flag, parse_flags
+from tokens import dtype_for, read_meta
 
 OWT_NAME = "openwebtext"
 PILE_NAMES = {  # out_dir/<key>.bin <- the Hub dataset
@@ -63,21 +64,45 @@ def load_splits(input_file=None, val_fraction=0.0005):
     return {"train": split["train"], "val": split["test"]}
 
 
-def check_jsonl(path, *fields):
-    """Every line one JSON object holding one of fields, or one sentence naming the first line that is
+def check_jsonl(path, *fields, vocab_size=None):
+    """Every line one JSON object holding one of fields, the same one on every line, as text ('text') or
+    as a list of token ids below vocab_size (the others), or one sentence naming the first line that is
     not: datasets' own error is a long traceback that names no line."""
+    example = '"a document"' if fields[0] == "text" else "[464, 3290, 50256]"
+    rows, first = 0, None
     with open(path, encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
+            where = f"{path}, line {n},"
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise SystemExit(f"{path}, line {n}, is not valid JSON ({e.msg}); each line must be one "
-                                 f"object such as {{\"{fields[0]}\": ...}}.")
+                raise SystemExit(f"{where} is not valid JSON ({e.msg}); each line must be one "
+                                 f"object such as {{\"{fields[0]}\": {example}}}.")
             if not isinstance(row, dict) or not any(k in row for k in fields):
-                raise SystemExit(f"{path}, line {n}, has no {' or '.join(repr(k) for k in fields)} field; "
-                                 f"each line must be one object such as {{\"{fields[0]}\": ...}}.")
+                raise SystemExit(f"{where} has no {' or '.join(repr(k) for k in fields)} field; "
+                                 f"each line must be one object such as {{\"{fields[0]}\": {example}}}.")
+            field = next(k for k in fields if k in row)
+            first = first or field
+            value = row[field]
+            if field != first:
+                raise SystemExit(f"{where} holds {field!r} where the lines before hold {first!r}; give every "
+                                 f"line the same field.")
+            if field == "text" and not isinstance(value, str):
+                raise SystemExit(f"{where} field 'text' is not a string; each line must be one object such as "
+                                 f"{{\"text\": {example}}}.")
+            if field != "text" and not (isinstance(value, list) and all(
+                    isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value)):
+                raise SystemExit(f"{where} field {field!r} is not a list of token ids (integers from 0); each "
+                                 f"line must be one object such as {{\"{field}\": {example}}}.")
+            if field != "text" and vocab_size and value and max(value) >= vocab_size:
+                raise SystemExit(f"{where} holds token id {max(value)}, beyond GPT-2's {vocab_size}-token "
+                                 f"vocabulary; give rows tokenized with the GPT-2 tokenizer.")
+            rows += 1
+    if not rows:
+        raise SystemExit(f"{path} holds no rows, only blank lines; each line must be one object such as "
+                         f"{{\"{fields[0]}\": {example}}}.")
 
 
 def encode(batch):
@@ -148,41 +173,91 @@ def write_bin(ds, column, bin_file, vocab_size, dtype, n_rows=None, tokenizer_na
     n_tokens = 0
     total = math.ceil(n_rows / BATCH_ROWS) if n_rows else None
     batches = ds.with_format("numpy").iter(batch_size=BATCH_ROWS)
-    with open(tmp_file, "wb") as f:
-        for batch in tqdm(batches, total=total, desc=f"writing {name}"):
-            chunk = np.concatenate(batch[column])
-            if chunk.max() >= vocab_size:  # ids from another tokenizer would be read as wrong tokens
-                raise SystemExit(f"{name}: found token id {chunk.max()}, beyond {tokenizer_name}'s {vocab_size}-"
-                                 f"token vocabulary; give rows tokenized with the {tokenizer_name} tokenizer.")
-            f.write(chunk.astype(dtype).tobytes())
-            n_tokens += len(chunk)
+    try:
+        with open(tmp_file, "wb") as f:
+            for batch in tqdm(batches, total=total, desc=f"writing {name}"):
+                chunk = np.concatenate(batch[column])
+                if len(chunk) and chunk.max() >= vocab_size:  # ids of another tokenizer would be wrong tokens
+                    raise SystemExit(f"{name}: found token id {chunk.max()}, beyond {tokenizer_name}'s "
+                                     f"{vocab_size}-token vocabulary; give rows tokenized with the "
+                                     f"{tokenizer_name} tokenizer.")
+                f.write(chunk.astype(dtype).tobytes())
+                n_tokens += len(chunk)
+    except BaseException:
+        os.remove(tmp_file)  # nothing half-written stays behind
+        raise
     os.replace(tmp_file, bin_file)
     return n_tokens
 
 
+FLAGS = dict(
+    input_file=flag(None, "jsonl, one {\"text\": ...} per line (default: the Hub)", type=str),
+    val_fraction=flag(0.0005, "documents held out for val.bin", above=0, below=1),
+    out_dir=flag(None, "default: data/openwebtext, with --tokenizer data/openwebtext-<its name>", type=str,
+                 path='out'),
+    num_proc=flag(0, "processes for tokenizing (0: every core)", min=0),
+    pile_file=flag(None, "jsonl of rows with input_ids (default: the Hub)", type=str),
+    pile_filtered_file=flag(None, "jsonl of rows with input_ids (default: the Hub)", type=str),
+    pile_rows=flag(10000, "rows from the start of the Pile", min=1),
+    skip_pile=flag(False, "prepare only the fine-tuning data"),
+    tokenizer=flag(None, "an HF model's tokenizer, hub name or local folder, instead of GPT-2's (the Pile sets "
+                         "are skipped)", type=str),
+)
+
+
+def same_name(stored, given):
+    """Whether a name meta.json recorded (a file, a folder or a hub name) names what is given now."""
+    if stored == given:
+        return True
+    return os.path.exists(stored) and os.path.exists(given) and os.path.realpath(stored) == os.path.realpath(given)
+
+
+def check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, input_file, val_fraction):
+    """Refuse, before anything is written, a folder already prepared in other tokens or from another
+    source: the stages whose outputs exist would be skipped, keeping them under the new flags."""
+    if not os.path.isfile(meta_file):
+        return
+    try:
+        meta = read_meta(out_dir)
+    except ValueError as e:
+        raise SystemExit(f"{e}: remove {out_dir}, or choose another --out_dir") from None
+    held, now = meta.get("tokenizer_name"), tokenizer_meta["tokenizer_name"]
+    if held is not None and not (same_name(str(held), now) and meta.get("vocab_size", vocab_size) == vocab_size):
+        raise SystemExit(f"{out_dir} already holds data in {held}'s tokens, not {now}'s: choose another "
+                         f"--out_dir, or remove {out_dir} to prepare it again")
+    # Without --input_file a later run may add the Pile sets to a folder whose documents came from a file.
+    source = meta.get("source")
+    if input_file is not None and isinstance(source, str) and not same_name(source, input_file):
+        raise SystemExit(f"{out_dir} already holds data prepared from {source}, not {input_file}: choose "
+                         f"another --out_dir, or remove {out_dir} to prepare it again")
+    held = meta.get("val_fraction")  # recorded since this check
+    if input_file is not None and held is not None and held != val_fraction:
+        raise SystemExit(f"{out_dir} already holds a val split made with --val_fraction={held}, not "
+                         f"--val_fraction={val_fraction}: choose another --out_dir, or remove {out_dir} to prepare "
+                         f"it again")
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input_file", help="jsonl, one {\"text\": ...} per line (default: the Hub)")
-    parser.add_argument("--val_fraction", type=float, default=0.0005, help="documents held out for val.bin")
-    parser.add_argument("--out_dir", help="default: data/openwebtext, with --tokenizer "
-                                           "data/openwebtext-<its name>")
-    parser.add_argument("--num_proc", type=int, default=os.cpu_count())
-    parser.add_argument("--pile_file", help="jsonl of rows with input_ids (default: the Hub)")
-    parser.add_argument("--pile_filtered_file", help="jsonl of rows with input_ids (default: the Hub)")
-    parser.add_argument("--pile_rows", type=int, default=10000, help="rows from the start of the Pile")
-    parser.add_argument("--skip_pile", action="store_true", help="prepare only the fine-tuning data")
-    parser.add_argument("--tokenizer", help="an HF model's tokenizer, hub name or local folder, instead of "
-                                            "GPT-2's (the Pile sets are skipped)")
-    args = parser.parse_args(argv)
+    args = parse_flags(FLAGS, argv)
     skip_pile = args.skip_pile or args.tokenizer is not None
+    why = "--tokenizer skips the Pile sets (they hold GPT-2 tokens)" if args.tokenizer else "--skip_pile"
+    for name in ("pile_file", "pile_filtered_file"):
+        if skip_pile and getattr(args, name) is not None:
+            raise SystemExit(f"{why}, so --{name} would be unused: drop one of them")
+    if skip_pile and args.pile_rows != FLAGS["pile_rows"].default:
+        raise SystemExit(f"{why}, so --pile_rows would be unused: drop one of them")
+    files = [getattr(args, k) for k in ("input_file", "pile_file", "pile_filtered_file")]
+    if len({os.path.realpath(p) for p in files if p}) < len([p for p in files if p]):
+        raise SystemExit("--input_file, --pile_file and --pile_filtered_file name the same file: pass a "
+                         "different file to each")
     # Checked up front: a wrong Pile path should not surface only after hours of tokenizing OpenWebText.
-    for flag, fields in (("input_file", ("text",)), ("pile_file", ("input_ids", "tokens")),
-                         ("pile_filtered_file", ("input_ids", "tokens"))):
-        path = getattr(args, flag)
+    for flag_name, fields in (("input_file", ("text",)), ("pile_file", ("input_ids", "tokens")),
+                              ("pile_filtered_file", ("input_ids", "tokens"))):
+        path = getattr(args, flag_name)
         if path is not None and not (os.path.isfile(path) and os.path.getsize(path) > 0):
-            raise SystemExit(f"{path} does not exist or is empty; pass the path of a jsonl file to --{flag}.")
-        if path is not None and not (skip_pile and flag != "input_file"):
-            check_jsonl(path, *fields)
+            raise SystemExit(f"{path} does not exist or is empty; pass the path of a jsonl file to --{flag_name}.")
+        if path is not None:  # the Pile sets hold GPT-2 tokens: 50,257 of them
+            check_jsonl(path, *fields, vocab_size=None if flag_name == "input_file" else 50257)
     if args.tokenizer is None:
         try:
             enc = tiktoken.get_encoding("gpt2")  # also fills tiktoken's cache before the map workers need it
@@ -190,20 +265,27 @@ def main(argv=None):
             raise SystemExit("Could not download tiktoken's GPT-2 files; connect to the internet or set "
                              "TIKTOKEN_CACHE_DIR to a folder that holds them.")
         tokenizer, vocab_size = None, enc.n_vocab
-        out_dir = args.out_dir or "data/openwebtext"
+        out_dir = args.out_dir or checked_path("out_dir", "data/openwebtext")
         tokenizer_meta = {"tokenizer": "tiktoken", "tokenizer_name": "gpt2", "eot_token": enc.eot_token}
     else:
         tokenizer = load_tokenizer(args.tokenizer)
         vocab_size = len(tokenizer)  # added tokens included
         # The name's last part, e.g. SmolLM2-135M, in characters any file system takes.
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.basename(os.path.normpath(args.tokenizer)))
-        out_dir = args.out_dir or f"data/openwebtext-{name}"
+        out_dir = args.out_dir or checked_path("out_dir", f"data/openwebtext-{name}")
         tokenizer_meta = {"tokenizer": "hf", "tokenizer_name": args.tokenizer, "tokenizer_dir": "tokenizer",
                           "eot_token": tokenizer.eos_token_id}
     dtype = dtype_for(vocab_size)
-    os.makedirs(out_dir, exist_ok=True)
     bin_files = {name: os.path.join(out_dir, f"{name}.bin") for name in ("train", "val", *PILE_NAMES)}
     meta_file = os.path.join(out_dir, "meta.json")
+    check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, args.input_file, args.val_fraction)
+    # The documents are loaded and split before the first file is written, so a failure leaves no trace.
+    if os.path.exists(bin_files["train"]) and os.path.exists(bin_files["val"]):
+        print(f"load: skipped, {out_dir} already holds both token files")
+    else:
+        splits = load_splits(args.input_file, args.val_fraction)
+        print(f"load: {len(splits['train']):,} train and {len(splits['val']):,} val documents")
+    os.makedirs(out_dir, exist_ok=True)
     written = set()
 
     if tokenizer is not None:
@@ -214,12 +296,6 @@ def main(argv=None):
             tokenizer.save_pretrained(tokenizer_dir)
             print(f"tokenizer: saved {args.tokenizer}'s tokenizer ({vocab_size:,} ids, {dtype} files) "
                   f"to {tokenizer_dir}")
-
-    if os.path.exists(bin_files["train"]) and os.path.exists(bin_files["val"]):
-        print(f"load: skipped, {out_dir} already holds both token files")
-    else:
-        splits = load_splits(args.input_file, args.val_fraction)
-        print(f"load: {len(splits['train']):,} train and {len(splits['val']):,} val documents")
 
     for split in ("train", "val"):
         if os.path.exists(bin_files[split]):
@@ -264,6 +340,8 @@ def main(argv=None):
                 meta[f"{name}_tokens"] = os.path.getsize(bin_file) // dtype.itemsize
         if "train" in written or "source" not in meta:
             meta["source"] = args.input_file or OWT_NAME
+        if "train" in written:
+            meta["val_fraction"] = args.val_fraction
         with open(meta_file, "w") as f:
             json.dump(meta, f, indent=2)
         print(f"meta: wrote {meta_file}: {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens")

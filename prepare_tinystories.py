@@ -7,25 +7,31 @@ Prepare TinyStories for training: text -> SentencePiece vocab -> one uint16 toke
 
 Writes out_dir/{tokenizer.model, tokenizer.vocab, train.bin, val.bin, meta.json}, out_dir defaulting to
 data/tinystories<vocab_size>. Every stage is skipped when its output exists, so an interrupted run
-picks up where it stopped. Each story is encoded as BOS + tokens and the stories are concatenated;
-train.py samples its windows from that stream.
+picks up where it stopped; a folder prepared with another --vocab_size or from other text is refused.
+Each story is encoded as BOS + tokens and the stories are concatenated; train.py samples its windows
+from that stream.
 """
-import argparse
 import json
 import math
 import os
+import re
 
 import numpy as np
 import sentencepiece as spm
 from datasets import load_dataset
 from tqdm import tqdm
 
+from configurator import checked_path, flag, parse_flags
+from tokens import read_meta
+
 HF_NAME = "roneneldan/TinyStories"
 DTYPE = np.dtype(np.uint16)  # --vocab_size stays below 65536; meta.json names it for tokens.py
+MIN_VOCAB = 256 + 3 + 1  # byte_fallback's 256 byte pieces, <unk>, <s>, </s>, and at least one character
 
 
 def load_splits(input_file=None, val_file=None, val_fraction=0.05):
-    """{'train': Dataset, 'val': Dataset}, each with a 'text' column holding one story per row."""
+    """{'train': Dataset, 'val': Dataset}, each with a 'text' column holding one story per row;
+    input_file is one path, several comma-separated, or a tuple of them."""
     if input_file is None:
         try:
             ds = load_dataset(HF_NAME)
@@ -34,8 +40,11 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
         return {"train": ds["train"], "val": ds["validation"]}
     if val_file is None and not 0 < val_fraction < 1:
         raise SystemExit(f"--val_fraction must lie strictly between 0 and 1, not {val_fraction}.")
-    inputs = input_file.split(",")
-    for path in inputs + [val_file]:
+    inputs = list(input_file.split(",") if isinstance(input_file, str) else input_file)
+    for path, name in [(p, "input_file") for p in inputs] + [(val_file, "val_file")]:
+        if path is not None and not path.strip():
+            raise SystemExit(f"--{name} holds an empty name (a stray comma?); pass the path of a plain text "
+                             f"file.")
         if path is not None and not (os.path.isfile(path) and os.path.getsize(path) > 0):
             raise SystemExit(f"{path} does not exist or is empty; pass the path of a plain text file.")
         if path is not None and not holds_text(path):
@@ -44,7 +53,11 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
     ds = load_dataset("text", data_files=files, sample_by="paragraph")
     if val_file:
         return {"train": ds["train"], "val": ds["val"]}
-    split = ds["train"].train_test_split(test_size=val_fraction, seed=2357)
+    try:
+        split = ds["train"].train_test_split(test_size=val_fraction, seed=2357)
+    except ValueError:  # too few stories to leave both splits non-empty
+        raise SystemExit(f"cannot hold out {val_fraction} of {len(ds['train'])} stories and keep both splits "
+                         f"non-empty: pass more text, another --val_fraction, or a --val_file") from None
     return {"train": split["train"], "val": split["test"]}
 
 
@@ -75,11 +88,16 @@ def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False):
             model_type="bpe", character_coverage=1.0, split_digits=True, byte_fallback=True,
             normalization_rule_name="identity", allow_whitespace_only_pieces=True,
             unk_id=0, bos_id=1, eos_id=2, pad_id=-1, input_format="text",
-            num_threads=os.cpu_count(),
+            num_threads=os.cpu_count() or 1,
             minloglevel=0 if verbose else 2,  # its C++ log is pages long; errors still surface
         )
     except RuntimeError as e:  # e.g. a vocab_size below the number of distinct characters + 256 bytes
-        raise SystemExit(f"SentencePiece could not train a {vocab_size}-piece vocab: {e}")
+        reason = str(e).strip().splitlines()[0].split("] ", 1)[-1]  # without the C++ source location
+        need = re.search(r"smaller than required_chars\. \d+ vs (\d+)", reason)
+        if need:
+            reason = (f"its 256 byte pieces, <unk>, <s>, </s> and the text's distinct characters need "
+                      f"{need[1]}; raise --vocab_size to at least that")
+        raise SystemExit(f"SentencePiece could not train a {vocab_size}-piece vocab: {reason}") from None
     finally:
         os.remove(text_file)
 
@@ -117,36 +135,102 @@ def tokenize_split(ds, model_file, bin_file, num_proc=None):
     return n_tokens
 
 
+FLAGS = dict(
+    input_file=flag(None, "plain text, documents split by blank lines; several files, comma-separated, are "
+                          "pooled (default: the Hub)", items=str, unique=True),
+    val_file=flag(None, "validation text, same format, with --input_file (default: hold out --val_fraction)",
+                  type=str),
+    val_fraction=flag(0.05, "stories of --input_file held out for val.bin", above=0, below=1),
+    vocab_size=flag(10000, "SentencePiece vocabulary: its 256 byte pieces, <unk>, <s>, </s> and the text's "
+                           "characters, below 65536 so that ids fit in uint16", min=MIN_VOCAB, max=2**16 - 1),
+    vocab_docs=flag(200000, "stories the vocab is learned from", min=1),
+    out_dir=flag(None, "default: data/tinystories<vocab_size>", type=str, path='out'),
+    num_proc=flag(0, "processes for tokenizing (0: every core)", min=0),
+    verbose=flag(False, "show SentencePiece's training log"),
+)
+
+
+def same_file(stored, given):
+    """Whether a path that meta.json recorded names the file given now (resolved from here, or, when the
+    recorded one does not resolve from here, by name)."""
+    if os.path.exists(stored):
+        return os.path.realpath(stored) == os.path.realpath(given)
+    return os.path.basename(stored) == os.path.basename(given)
+
+
+def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_file, meta_file,
+                   flag_name="out_dir"):
+    """Refuse, before anything is written, a folder that already holds data prepared otherwise: every
+    stage whose output exists is skipped, so it would be kept under the new flags."""
+    held = None
+    if os.path.isfile(model_file):
+        try:
+            held = spm.SentencePieceProcessor(model_file=model_file).vocab_size()
+        except (RuntimeError, OSError):
+            raise SystemExit(f"{model_file} is not a SentencePiece model: remove {out_dir}, or choose another "
+                             f"--{flag_name}") from None
+    meta = {}
+    if os.path.isfile(meta_file):
+        try:
+            meta = read_meta(out_dir)
+        except ValueError as e:
+            raise SystemExit(f"{e}: remove {out_dir}, or choose another --{flag_name}") from None
+        held = held if held is not None else meta.get("vocab_size")
+    if vocab_size is not None and held is not None and held != vocab_size:
+        raise SystemExit(f"{out_dir} already holds a {held}-piece vocabulary, not --vocab_size={vocab_size}: "
+                         f"choose another --{flag_name}, or remove {out_dir} to prepare it again")
+    stored = meta.get("source")
+    if isinstance(stored, str):
+        now = ",".join(source) if source else HF_NAME
+        parts = stored.split(",")
+        same = (stored == now if source is None or stored == HF_NAME else
+                len(parts) == len(source) and all(same_file(s, g) for s, g in zip(parts, source)))
+        if not same:
+            raise SystemExit(f"{out_dir} already holds data prepared from {stored}, not {now}: choose another "
+                             f"--{flag_name}, or remove {out_dir} to prepare it again")
+    if source and ("val_file" in meta or "val_fraction" in meta):  # recorded since this check
+        held_file, held_fraction = meta.get("val_file"), meta.get("val_fraction")
+        same = (same_file(str(held_file), val_file) if held_file and val_file else
+                held_file is None and val_file is None and held_fraction == val_fraction)
+        if not same:
+            held = f"--val_file={held_file}" if held_file else f"--val_fraction={held_fraction}"
+            now = f"--val_file={val_file}" if val_file else f"--val_fraction={val_fraction}"
+            raise SystemExit(f"{out_dir} already holds a val split made with {held}, not {now}: choose another "
+                             f"--{flag_name}, or remove {out_dir} to prepare it again")
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input_file", help="plain text, documents split by blank lines; several files, "
-                                             "comma-separated, are pooled (default: the Hub)")
-    parser.add_argument("--val_file", help="validation text, same format (default: hold out --val_fraction)")
-    parser.add_argument("--val_fraction", type=float, default=0.05)
-    parser.add_argument("--vocab_size", type=int, default=10000)
-    parser.add_argument("--vocab_docs", type=int, default=200000, help="stories the vocab is learned from")
-    parser.add_argument("--out_dir", help="default: data/tinystories<vocab_size>")
-    parser.add_argument("--num_proc", type=int, default=os.cpu_count())
-    parser.add_argument("--verbose", action="store_true", help="show SentencePiece's training log")
-    args = parser.parse_args(argv)
-    if not 0 < args.vocab_size < 2**16:
-        raise SystemExit(f"--vocab_size must be below 65536 so token ids fit in uint16, not {args.vocab_size}.")
-    out_dir = args.out_dir or f"data/tinystories{args.vocab_size}"
-    os.makedirs(out_dir, exist_ok=True)
+    args = parse_flags(FLAGS, argv)
+    if args.input_file is None and (args.val_file is not None or args.val_fraction != FLAGS["val_fraction"].default):
+        raise SystemExit("--val_file and --val_fraction split --input_file: the Hub's TinyStories has its own "
+                         "validation split, so pass --input_file too, or drop them")
+    if args.val_file is not None and args.val_fraction != FLAGS["val_fraction"].default:
+        raise SystemExit("--val_file and --val_fraction both name the val split: pass one of them")
+    out_dir = args.out_dir or checked_path("out_dir", f"data/tinystories{args.vocab_size}")
     model_file = os.path.join(out_dir, "tokenizer.model")
     bin_files = {split: os.path.join(out_dir, f"{split}.bin") for split in ("train", "val")}
     meta_file = os.path.join(out_dir, "meta.json")
+    # Everything is checked, and the text loaded, before the first file is written.
+    check_prepared(out_dir, args.input_file, args.val_file, args.val_fraction, args.vocab_size, model_file,
+                   meta_file)
 
     if os.path.exists(model_file) and all(os.path.exists(p) for p in bin_files.values()):
         print(f"load: skipped, {out_dir} already holds the tokenizer and both token files")
     else:
         splits = load_splits(args.input_file, args.val_file, args.val_fraction)
         print(f"load: {len(splits['train']):,} train and {len(splits['val']):,} val documents")
+    created = not os.path.isdir(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
 
     if os.path.exists(model_file):
         print(f"vocab: skipped, {model_file} exists")
     else:
-        train_vocab(splits["train"], model_file, args.vocab_size, args.vocab_docs, args.verbose)
+        try:
+            train_vocab(splits["train"], model_file, args.vocab_size, args.vocab_docs, args.verbose)
+        except BaseException:
+            if created and not os.listdir(out_dir):  # a failed first stage leaves no empty folder behind
+                os.rmdir(out_dir)
+            raise
         print(f"vocab: wrote {model_file}")
 
     for split, bin_file in bin_files.items():
@@ -165,8 +249,10 @@ def main(argv=None):
             "bos_id": sp.bos_id(), "eos_id": sp.eos_id(), "dtype": DTYPE.name,
             "train_tokens": os.path.getsize(bin_files["train"]) // DTYPE.itemsize,
             "val_tokens": os.path.getsize(bin_files["val"]) // DTYPE.itemsize,
-            "source": args.input_file or HF_NAME,
+            "source": ",".join(args.input_file) if args.input_file else HF_NAME,
         }
+        if args.input_file:  # how val.bin was split off, for the check of a later run into this folder
+            meta |= {"val_file": args.val_file} if args.val_file else {"val_fraction": args.val_fraction}
         with open(meta_file, "w") as f:
             json.dump(meta, f, indent=2)
         print(f"meta: wrote {meta_file}: {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens")

@@ -26,7 +26,7 @@ every setting:
    printed in Markdown.
 """
 
-import argparse
+import difflib
 import json
 import os
 import re
@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 import diagnose
+from configurator import flag, parse_flags
 from model import GPT
 from tokens import open_tokens
 
@@ -73,6 +74,8 @@ def run(*args, allow_divergence=False, progress='', threads=None):
         if allow_divergence and 'the model diverged' in last:
             print(f"  diverged: {last}", flush=True)
             return None
+        if last and 'Traceback' not in err:  # the script's own sentence for a mistake: passed on as it is
+            raise SystemExit(f"{args[0]} stopped: {last}")
         raise SystemExit(f"{args[0]} failed:\n{err[-2000:]}")
     return ''.join(lines)
 
@@ -111,40 +114,113 @@ def progress_of(ckpt_path):
     return ckpt['iter_num'], ckpt['config']['max_iters']
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--input_file', help="local TinyStories text, several files comma-separated "
-                                              "(default: download the full dataset)")
-    parser.add_argument('--val_file', help="local validation text (default: hold out --val_fraction)")
-    parser.add_argument('--val_fraction', type=float, default=0.1, help="stories held out of --input_file")
-    parser.add_argument('--data_dir', default='data/tinystories2048', help="prepared here unless present")
-    parser.add_argument('--seeds', default='1337', help="comma-separated training seeds")
-    parser.add_argument('--out_root', default='out-repro', help="one run folder per setting and seed")
-    parser.add_argument('--assets', help="where the figures and results.json go (default: "
-                                          "<out_root>/results; the README's come from --assets=assets)")
-    parser.add_argument('--val_windows', type=int, default=512, help="held-out windows to score")
-    parser.add_argument('--retrain', action='store_true', help="train runs whose checkpoint exists too")
-    parser.add_argument('--settings', default=','.join(SETTINGS), help="comma-separated, of " + ', '.join(SETTINGS))
-    parser.add_argument('--ablation_seeds', type=int, default=None,
-                        help="train All-Taper (no aux), an ablation, on only the first N seeds (default: all)")
-    parser.add_argument('--jobs', type=int, default=1, help="training runs at once, the CPU's cores split "
-                                                            "evenly among them")
-    parser.add_argument('--bench_prompt', type=int, default=128, help="decoding benchmark prompt length")
-    parser.add_argument('--bench_new', type=int, default=64, help="decoding benchmark new tokens")
-    args, train_args = parser.parse_known_args(argv)
-    train_args = [a for a in train_args if a != '--']
-    seeds = [int(s) for s in args.seeds.split(',')]
-    unknown = set(args.settings.split(',')) - SETTINGS.keys()
-    if unknown or not {'baseline', 'internal'} <= set(args.settings.split(',')):
+FLAGS = dict(
+    input_file=flag(None, "local TinyStories text, several files comma-separated (default: download the full "
+                          "dataset)", items=str, unique=True),
+    val_file=flag(None, "local validation text, with --input_file (default: hold out --val_fraction)", type=str),
+    val_fraction=flag(0.1, "stories held out of --input_file", above=0, below=1),
+    data_dir=flag('data/tinystories2048', "prepared here unless present", path='out'),
+    seeds=flag((1337,), "comma-separated training seeds", items=int, unique=True, min=0),
+    out_root=flag('out-repro', "one run folder per setting and seed", path='out'),
+    assets=flag(None, "where the figures and results.json go (default: <out_root>/results; the README's come "
+                      "from --assets=assets)", type=str, path='out'),
+    val_windows=flag(512, "held-out windows to score", min=1),
+    retrain=flag(False, "train runs whose checkpoint exists too"),
+    settings=flag(tuple(SETTINGS), f"comma-separated, of {', '.join(SETTINGS)}; baseline and internal always "
+                                   f"among them", items=str, unique=True),
+    ablation_seeds=flag(None, "train All-Taper (no aux), an ablation, on only the first N seeds (default: all)",
+                        type=int, min=1),
+    jobs=flag(1, "training runs at once, the CPU's cores split evenly among them", min=1),
+    bench_prompt=flag(128, "decoding benchmark prompt length", min=1),
+    bench_new=flag(64, "decoding benchmark new tokens", min=1),
+)
+SET_HERE = ('taper', 'aux_loss', 'seed', 'out_dir', 'data_dir', 'init_from', 'overwrite')  # per run, by reproduce.py
+DEFAULT_VAL_FRACTION = FLAGS['val_fraction'].default
+
+
+def config_value(key, train_args):
+    """A train.py flag as CONFIG, then the config files and --key=value arguments after --, in order, leave
+    it (train.py has checked them)."""
+    namespace = {}
+    exec(compile(open(CONFIG).read(), CONFIG, 'exec'), namespace)
+    for i, arg in enumerate(train_args):
+        name, has_value, raw = arg.removeprefix('--').partition('=')
+        if not arg.startswith('--') and (i == 0 or not train_args[i - 1].startswith('--')
+                                         or '=' in train_args[i - 1]):
+            exec(compile(open(arg).read(), arg, 'exec'), namespace)  # a config file
+        elif arg.startswith('--') and name == key:
+            namespace[key] = int(float(raw if has_value else train_args[i + 1]))
+    return namespace[key]
+
+
+def check_args(args, train_args):
+    """The rules that tie flags together, and the arguments for train.py checked by train.py itself,
+    before anything is written: one sentence for each mistake."""
+    unknown = [s for s in args.settings if s not in SETTINGS]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(SETTINGS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SystemExit(f"--settings names {unknown[0]!r}, which is not a setting{hint}: choose from "
+                         f"{', '.join(SETTINGS)}")
+    if not {'baseline', 'internal'} <= set(args.settings):
         raise SystemExit(f"--settings takes baseline and internal (the reference of every gap, and the model the "
                          f"decoding benchmark folds) and any of {', '.join(SETTINGS)}")
-    settings = {name: SETTINGS[name] for name in args.settings.split(',')}
+    ablations = [name for name in args.settings if name in ABLATIONS]
+    if args.ablation_seeds is not None and not ablations:
+        raise SystemExit(f"--ablation_seeds sets the seeds of {', '.join(ABLATIONS)}, which --settings leaves out: "
+                         f"drop --ablation_seeds, or add it to --settings")
+    if args.ablation_seeds is not None and args.ablation_seeds > len(args.seeds):
+        raise SystemExit(f"--ablation_seeds={args.ablation_seeds} exceeds the {len(args.seeds)} seed(s) of --seeds: "
+                         f"pass at most {len(args.seeds)}")
+    if args.input_file is None and (args.val_file is not None or args.val_fraction != DEFAULT_VAL_FRACTION):
+        raise SystemExit("--val_file and --val_fraction split --input_file: the downloaded TinyStories has its own "
+                         "validation split, so pass --input_file too, or drop them")
+    if args.val_file is not None and args.val_fraction != DEFAULT_VAL_FRACTION:
+        raise SystemExit("--val_file and --val_fraction both name the val split: pass one of them")
+    for arg in train_args:
+        name = arg.removeprefix('--').partition('=')[0]
+        if arg.startswith('--') and name in SET_HERE:
+            raise SystemExit(f"--{name} after -- would override what reproduce.py sets for every run: drop it "
+                             f"(the data folder is --data_dir, the run folders lie under --out_root)")
+    if train_args:  # train.py checks its own flags and their rules, then exits without reading or writing
+        procs = [subprocess.Popen([sys.executable, 'train.py', CONFIG, f'--taper={taper}', f'--aux_loss={aux}',
+                                   f'--out_dir={os.path.join(args.out_root, name)}', f'--data_dir={args.data_dir}',
+                                   *train_args, '--overwrite', '--memory_plan'],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for name, (_, taper, aux) in SETTINGS.items() if name in args.settings]
+        errors = [(proc.wait(), proc.stderr.read()) for proc in procs]
+        for code, err in errors:
+            if code != 0 and 'Traceback' in err:
+                raise SystemExit(f"train.py failed on the arguments after --:\n{err[-2000:]}")
+            if code != 0:
+                last = (err.strip().splitlines() or [''])[-1]
+                raise SystemExit(f"the arguments after -- do not suit train.py: {last}")
+    block_size = config_value('block_size', train_args)
+    if args.bench_prompt + args.bench_new > block_size:
+        raise SystemExit(f"--bench_prompt={args.bench_prompt} plus --bench_new={args.bench_new} exceeds the model's "
+                         f"block_size={block_size}: lower them")
+    if os.path.isfile(os.path.join(args.data_dir, 'val.bin')) and args.input_file:
+        import prepare_tinystories  # the same check it makes on a folder prepared otherwise
+        prepare_tinystories.check_prepared(
+            args.data_dir, args.input_file, args.val_file, args.val_fraction, None,
+            os.path.join(args.data_dir, 'tokenizer.model'), os.path.join(args.data_dir, 'meta.json'), 'data_dir')
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index('--') if '--' in argv else len(argv)
+    args = parse_flags(FLAGS, argv[:cut])
+    train_args = [a for a in argv[cut + 1:] if a != '--']
+    check_args(args, train_args)
+    seeds = list(args.seeds)
+    settings = {name: SETTINGS[name] for name in args.settings}
     args.assets = args.assets or os.path.join(args.out_root, 'results')
     t0 = time.time()
 
     if not os.path.isfile(os.path.join(args.data_dir, 'val.bin')):
-        local = ['--input_file', args.input_file] if args.input_file else []
-        local += ['--val_file', args.val_file] if args.val_file else ['--val_fraction', args.val_fraction]
+        local = ['--input_file', ','.join(args.input_file)] if args.input_file else []
+        if args.input_file:
+            local += ['--val_file', args.val_file] if args.val_file else ['--val_fraction', args.val_fraction]
         run('prepare_tinystories.py', '--vocab_size', 2048, '--out_dir', args.data_dir, *local)
 
     # With --jobs=N, N runs train at once on 1/N of the cores each: on a CPU that other work shares
