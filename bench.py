@@ -29,6 +29,7 @@ ratio to Baseline, so drift of a shared machine cancels. On a CPU that others us
 """
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -38,49 +39,86 @@ from dataclasses import replace
 import torch
 
 from fold import fold_model
-from hf import from_pretrained, llama_hf_config, load_hf
-from model import GPT, GPTConfig, greedy_step
+from hf import from_pretrained, llama_hf_config, load_hf, pretrained_config
+from configurator import FlagError, configure_globals, flag
+from model import GPT, GPTConfig, greedy_step, load_checkpoint, pick_device
 
 # -----------------------------------------------------------------------------
-ckpt = ''                 # a tapered checkpoint; default: the config below with random weights
-init_from = ''            # or an HF Llama-family name or save_pretrained folder (hf.py)
-n_layer = 8
-n_head = 16
-n_embd = 512
-vocab_size = 10000
-block_size = 512
-batch_size = 0            # 0: the paper's 1 and 4 (decoding), 16 (--train)
-prompt_len = 0            # 0: the paper's 128 and 256
-max_new_tokens = 128
-repeats = 5
-fused = False             # the shortcut: Baseline and fused only
-compile = False           # add a torch.compile table
-cuda_graph = False        # add a table with the whole decode step captured as one CUDA graph
-hf = False                # also time transformers' LlamaForCausalLM.generate on the Baseline config
-train = False             # time one training step per variant instead of decoding
-cpu_time = False          # on one CPU thread: count the process's CPU time, not wall time
-device = 'cuda' if torch.cuda.is_available() else 'cpu'
-dtype = ''                # '' = bfloat16 on CUDA, float32 on the CPU; or 'bfloat16' / 'float32'
-seed = 0
+ckpt = flag('', "a tapered checkpoint to time ('': the config below with random weights)")
+init_from = flag('', "or an HF Llama-family name or save_pretrained folder (hf.py) ('': none)")
+n_layer = flag(8, "blocks of the random-weight model", min=1)
+n_head = flag(16, "attention heads of the random-weight model", min=1)
+n_embd = flag(512, "width d of the random-weight model", min=1)
+vocab_size = flag(10000, "vocabulary of the random-weight model", min=1)
+block_size = flag(512, "context of the random-weight model; --train's sequence length", min=1)
+batch_size = flag(0, "sequences per batch (0: the paper's 1 and 4 when decoding, 16 with --train)", min=0)
+prompt_len = flag(0, "prompt tokens (0: the paper's 128 and 256)", min=0)
+max_new_tokens = flag(128, "greedy tokens generated per timed run", min=1)
+repeats = flag(5, "timed runs per row, after one warm-up; the median is reported", min=1)
+fused = flag(False, "the shortcut: Baseline and fused only")
+compile = flag(False, "add a torch.compile table")
+cuda_graph = flag(False, "add a table with the whole decode step captured as one CUDA graph")
+hf = flag(False, "also time transformers' LlamaForCausalLM.generate on the Baseline config")
+train = flag(False, "time one training step per variant instead of decoding")
+cpu_time = flag(False, "on one CPU thread (OMP_NUM_THREADS=1): count the process's CPU time, not wall time")
+device = flag('', "'cuda', 'cuda:N' or 'cpu' ('': cuda when available)")
+dtype = flag('', "'': bfloat16 on CUDA, float32 on the CPU", choices=('', 'bfloat16', 'float32'))
+seed = flag(0, "seeds the random weights and tokens", min=0)
 # -----------------------------------------------------------------------------
-from configurator import configure_globals  # noqa: E402
 
-configure_globals(globals(), sys.argv[1:])
-# -----------------------------------------------------------------------------
-if device.startswith('cuda') and not torch.cuda.is_available():
-    raise SystemExit("CUDA is not available on this machine: run with --device=cpu")
+
+def fail(message):
+    """Stop with one sentence that says what to do."""
+    print(message, file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+SHAPE = {key: globals()[key].default for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size')}
+try:
+    configure_globals(globals(), sys.argv[1:])
+    device = pick_device(device)
+except (FlagError, ValueError) as e:
+    fail(str(e))
 if cuda_graph and not device.startswith('cuda'):
-    raise SystemExit("--cuda_graph needs a CUDA device")
+    fail("--cuda_graph captures CUDA graphs: run on a CUDA device, or drop --cuda_graph")
 if train and (cuda_graph or hf or ckpt or fused or init_from):
-    raise SystemExit("--train times random-weight models in eager mode and with --compile: drop "
-                     "--cuda_graph, --hf, --ckpt, --init_from and --fused")
+    fail("--train times random-weight models in eager mode and with --compile: drop "
+         "--cuda_graph, --hf, --ckpt, --init_from and --fused")
 if ckpt and init_from:
-    raise SystemExit("--ckpt and --init_from both name the model: pass one")
+    fail("--ckpt and --init_from both name the model: pass one")
+if hf and ckpt:
+    fail("--hf times transformers' Llama on the random-weight or --init_from model's shape: drop --ckpt or --hf")
 if cpu_time and (device != 'cpu' or torch.get_num_threads() != 1):
-    raise SystemExit("--cpu_time counts one CPU thread: run with OMP_NUM_THREADS=1 and --device=cpu")
+    fail("--cpu_time counts one CPU thread: run with OMP_NUM_THREADS=1 and --device=cpu")
+moved = [key for key, default in SHAPE.items() if globals()[key] != default]
+if (ckpt or init_from) and moved:
+    fail(f"the model's shape comes from --{'ckpt' if ckpt else 'init_from'}: drop --{', --'.join(moved)}")
+if ckpt and not os.path.isfile(ckpt):
+    fail(f"no checkpoint at {ckpt}: --ckpt names the checkpoint file of a tapered run, e.g. out/ckpt.pt")
+if init_from and os.path.isfile(os.path.join(init_from, 'ckpt.pt')):
+    fail(f"{init_from} is a run of this repository, not an HF model: time its checkpoint with "
+         f"--ckpt={os.path.join(init_from, 'ckpt.pt')}")
+if init_from:
+    try:
+        hf_arch = pretrained_config(init_from).arch
+    except (OSError, ValueError, KeyError) as e:
+        fail(f"cannot benchmark: {e}")
+    if hf and hf_arch != 'llama':
+        fail(f"--hf times transformers' LlamaForCausalLM, and {init_from} is a GPT-2: drop --hf")
+if not (ckpt or init_from):
+    try:
+        GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab_size, block_size=block_size)
+    except ValueError as e:
+        fail(f"{e}: pick another --n_embd or --n_head")
+    if (n_embd // n_head) % 2:
+        fail(f"the head size n_embd/n_head={n_embd // n_head} is odd: RoPE rotates pairs of features, so "
+             f"pick an even head size")
+if hf:
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        fail("--hf needs the transformers package: `pip install transformers`, or drop --hf")
 on_cuda = device.startswith('cuda')
-if dtype not in ('', 'bfloat16', 'float32'):
-    raise SystemExit(f"dtype={dtype!r} is not supported: use 'bfloat16' or 'float32'")
 dtype = getattr(torch, dtype or ('bfloat16' if on_cuda else 'float32'))
 if on_cuda:
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -102,21 +140,25 @@ def build_variants():
     """{'baseline', 'dyt', 'unfused', 'fused'} -> GPT, on the device in the benchmark dtype."""
     if ckpt:
         try:
-            tapered = GPT.from_checkpoint(ckpt, arch='llama')
+            tapered = GPT.from_checkpoint(load_checkpoint(ckpt))
         except (FileNotFoundError, ValueError) as e:
-            raise SystemExit(f"cannot benchmark: {e}") from None
+            fail(f"cannot benchmark: {e}")
+        if tapered.config.arch != 'llama':
+            fail(f"{ckpt} holds a GPT-2 model: bench.py times the Llama layout (TinyStories runs); for a GPT-2 "
+                 f"pass --init_from=<its HF name or folder>")
         if not tapered.started or not tapered.tapered_norms():
-            raise SystemExit(f"{ckpt} is not a tapered model past its taper start")
+            fail(f"{ckpt} is not a tapered model past its taper start: pass the ckpt.pt of an Internal-Taper "
+                 f"or All-Taper run from taper_start on")
     else:
         if init_from:
             try:
                 tapered = from_pretrained(init_from, taper='internal')
             except (OSError, ValueError, KeyError) as e:
-                raise SystemExit(f"cannot benchmark: {e}") from None
+                fail(f"cannot benchmark: {e}")
         else:
             tapered = GPT(GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab_size,
                                     block_size=block_size, taper='internal'))
-        tapered.train()(torch.randint(0, tapered.config.vocab_size, (2, 64)))  # calibration at g = 1, then c
+        tapered.train()(torch.randint(0, tapered.config.vocab_size, (2, min(64, tapered.config.block_size))))  # calibration at g = 1, then c
         tapered.step_emas()
         tapered.start_taper()
     tapered.set_gate(0.0)
@@ -310,9 +352,14 @@ def train_benchmark():
 if train:
     print(json.dumps(dict(rows=train_benchmark())))
     sys.exit()
-variants = build_variants()
 settings = [(B, T) for B in ([batch_size] if batch_size else [1, 4])
             for T in ([prompt_len] if prompt_len else [128, 256])]
+variants = build_variants()
+context = variants['baseline'].config.block_size
+longest = max(T for _, T in settings)
+if longest + max_new_tokens > context:
+    fail(f"prompt_len={longest} + max_new_tokens={max_new_tokens} exceed the model's context of {context} "
+         f"tokens: pass a --prompt_len and --max_new_tokens that sum to at most {context}")
 modes = ['eager'] + ['compile'] * compile + ['eager+cuda_graph'] * cuda_graph + \
         ['compile+cuda_graph'] * (compile and cuda_graph)
 weight_bytes = {name: sum(p.numel() * p.element_size() for p in m.parameters()) for name, m in variants.items()}

@@ -116,6 +116,8 @@ def convert(key, value, spec):
 
 
 def convert_list(key, value, spec):
+    if isinstance(value, str) and value.strip()[:1] + value.strip()[-1:] in ('()', '[]'):
+        value = value.strip()[1:-1]  # --fakeln_start=(20,44,68,104) reads as 20,44,68,104
     parts = value.split(',') if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else None
     if parts is None or (isinstance(value, str) and not value.strip()):
         raise FlagError(f"{key}={value!r} is not valid: {key} takes {spec.rule()}")

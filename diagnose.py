@@ -14,26 +14,40 @@ exploding position after every layer. Scored in float64 by default, so a blow-up
 and not as float32's overflow. The last line is JSON.
 """
 
-import argparse
 import json
 import math
 import os
+import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from configurator import FlagError, flag, parse_flags
 from model import GPT, load_checkpoint
 from tokens import load_tokenizer, open_tokens
 
 
+SPLITS = ('val', 'train', 'pile', 'pile_filtered')  # what prepare_tinystories.py and prepare_owt.py write
+
+
+def fail(message):
+    """Stop with one sentence that says what to do."""
+    print(message, file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
 def tokens_of(data_dir, split):
+    if not os.path.isdir(data_dir):
+        fail(f"no data folder at {data_dir}: pass --data_dir, the folder the run was trained on")
     try:
         return open_tokens(data_dir, split)
     except FileNotFoundError as e:
-        raise SystemExit(f"{e}: pass --data_dir, the folder the run was trained on") from None
+        there = [s for s in SPLITS if os.path.isfile(os.path.join(data_dir, f'{s}.bin'))]
+        fail(f"{e}: choose --split among the splits {data_dir} holds ({', '.join(there)})" if there else
+             f"{e}: pass --data_dir, the folder the run was trained on")
     except ValueError as e:
-        raise SystemExit(f"cannot diagnose: {e}") from None
+        fail(f"cannot diagnose: {e}; prepare the data again")
 
 
 def train_counts(data_dir, vocab_size):
@@ -150,33 +164,75 @@ def plot(report, path):
     fig.savefig(path, dpi=120)
 
 
+FLAGS = dict(
+    out_dir=flag(None, "the run's folder", type=str, required=True),
+    ckpt=flag('ckpt.pt', "the checkpoint file in out_dir: ckpt.pt, or ckpt_folded.pt (fold.py)"),
+    data_dir=flag(None, "the data folder (None: the run's own, from its checkpoint)", type=str),
+    split=flag('val', "the token file to score", choices=SPLITS),
+    window=flag(256, "tokens per scored window (cropped to the model's context)", min=1),
+    max_windows=flag(512, "windows to score at most", min=1),
+    top=flag(3, "worst windows to report", min=1),
+    dtype=flag('float64', "float64 shows a blow-up as a number, not as float32's overflow",
+               choices=('float64', 'float32')),
+    plot=flag(None, "also write residual norm against layer to this image file (.png, .pdf, .svg)", type=str),
+)
+
+
+def check_plot(path):
+    """The --plot file can be written in a format matplotlib knows: checked before any work."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        fail("--plot needs matplotlib: `pip install matplotlib`, or drop --plot")
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    ext = os.path.splitext(path)[1].lstrip('.').lower()
+    if ext not in kinds:
+        fail(f"plot={path} has no image extension matplotlib writes: end it in .png, .pdf or .svg")
+    if os.path.isdir(path):
+        fail(f"plot={path} is a folder: name an image file, e.g. --plot={os.path.join(path, 'residual.png')}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        fail(f"plot={path} lies in {folder}, which does not exist: create it, or choose another path")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        fail(f"plot={path} cannot be written: choose another path")
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--out_dir', required=True, help="the run's folder")
-    parser.add_argument('--ckpt', default='ckpt.pt', help="checkpoint file in out_dir (or ckpt_folded.pt)")
-    parser.add_argument('--data_dir', help="default: the run's own, from its checkpoint")
-    parser.add_argument('--split', default='val')
-    parser.add_argument('--window', type=int, default=256, help="tokens per scored window")
-    parser.add_argument('--max_windows', type=int, default=512)
-    parser.add_argument('--top', type=int, default=3, help="worst windows to report")
-    parser.add_argument('--dtype', default='float64', choices=['float64', 'float32'])
-    parser.add_argument('--plot', help="write residual norm against layer to this PNG")
-    args = parser.parse_args(argv)
-    if min(args.window, args.max_windows, args.top) < 1:
-        raise SystemExit("--window, --max_windows and --top must be at least 1")
+    try:
+        args = parse_flags(FLAGS, argv)
+    except FlagError as e:
+        fail(str(e))
+    if args.plot is not None:
+        check_plot(args.plot)
     path = os.path.join(args.out_dir, args.ckpt)
+    if not os.path.isfile(path):
+        hint = (f"fold the run first with `python fold.py --out_dir={args.out_dir}`" if 'folded' in args.ckpt else
+                "pass --out_dir=<a run's folder> and --ckpt=<its checkpoint file>")
+        fail(f"cannot diagnose: no checkpoint at {path}: {hint}")
     try:
         ckpt = load_checkpoint(path)
         model = GPT.from_checkpoint(ckpt).eval().to(getattr(torch, args.dtype))
     except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f"cannot diagnose: {e}") from None
+        fail(f"cannot diagnose: {e}")
     if model.started and model.tapered_norms():
         model.set_gate(0.0)
     data_dir = args.data_dir or (ckpt.get('config') or {}).get('data_dir')
     if not data_dir:
-        raise SystemExit(f"{path} names no data folder: pass --data_dir")
+        fail(f"{path} names no data folder: pass --data_dir, the folder the run was trained on")
+    data = tokens_of(data_dir, args.split)
+    T = min(args.window, model.config.block_size)
+    if len(data) < T + 1:
+        fail(f"{data_dir}/{args.split}.bin holds {len(data)} tokens, fewer than one window of {T + 1}: "
+             f"lower --window, or choose a larger --split")
+    used = data[:min(args.max_windows, (len(data) - 1) // T) * T + 1]
+    top = int(used.max())
+    if top >= model.config.vocab_size:
+        fail(f"{data_dir}/{args.split}.bin holds token id {top}, beyond the model's vocabulary of "
+             f"{model.config.vocab_size}: pass the --data_dir the run was trained on")
     decode = load_tokenizer(ckpt['tokenizer'])[1] if ckpt.get('tokenizer') else None
-    report = diagnose(model, tokens_of(data_dir, args.split), train_counts(data_dir, model.config.vocab_size),
+    report = diagnose(model, data, train_counts(data_dir, model.config.vocab_size),
                       args.window, args.max_windows, top=args.top)
     print_report(report, decode)
     if args.plot:

@@ -26,24 +26,40 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from hf import from_pretrained, tokenizer_reference
-from model import GPT, load_checkpoint
+from configurator import FlagError, configure_globals, flag
+from hf import from_pretrained, is_export, tokenizer_reference
+from model import GPT, load_checkpoint, pick_device
 from tokens import open_tokens, read_meta
 
 # -----------------------------------------------------------------------------
-init_from = 'resume'      # 'resume' (out_dir/ckpt) | an HF GPT-2 or Llama-family name or directory
-out_dir = 'out'
-ckpt = 'ckpt.pt'          # or 'ckpt_folded.pt', written by fold.py
-data_dir = 'data/openwebtext'
-batch_size = 8            # chunks per forward pass; a last, smaller batch is left out
-max_chunks = 0            # per set, before that; 0 evaluates every chunk
-label = ''                # the protocol name in the table; '' derives it from the model's config
-device = 'cuda' if torch.cuda.is_available() else 'cpu'
-dtype = 'float32'         # Baroni's evaluation; 'bfloat16' autocasts on CUDA (moves the third decimal)
+init_from = flag('resume', "'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family name or "
+                 "save_pretrained folder (hf.py)")
+out_dir = flag('out', "the run's folder, with init_from='resume'")
+ckpt = flag('ckpt.pt', "the checkpoint file in out_dir: ckpt.pt, or ckpt_folded.pt (fold.py)")
+data_dir = flag('data/openwebtext', "folder of val.bin, pile.bin and pile_filtered.bin (prepare_owt.py)")
+batch_size = flag(8, "chunks per forward pass; a last, smaller batch is left out", min=1)
+max_chunks = flag(0, "chunks per set at most, before that (0: every chunk)", min=0)
+label = flag('', "the protocol name in the table ('': derived from the model's config)")
+device = flag('', "'cuda', 'cuda:N' or 'cpu' ('': cuda when available)")
+dtype = flag('float32', "Baroni's evaluation runs float32; 'bfloat16' autocasts on CUDA (moves the third "
+             "decimal)", choices=('float32', 'bfloat16'))
 # -----------------------------------------------------------------------------
-from configurator import configure_globals  # noqa: E402
 
-configure_globals(globals(), sys.argv[1:])
+
+def fail(message):
+    """Stop with one sentence that says what to do."""
+    print(message, file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+try:
+    configure_globals(globals(), sys.argv[1:])
+    device = pick_device(device)
+except (FlagError, ValueError) as e:
+    fail(str(e))
+if 0 < max_chunks < batch_size:
+    fail(f"max_chunks={max_chunks} is below batch_size={batch_size}, and a last batch of fewer chunks is "
+         f"left out, so nothing would be scored: raise --max_chunks or lower --batch_size")
 # -----------------------------------------------------------------------------
 
 # The paper's Table 3: end-of-run cross-entropy on (OWT, Pile, Pile-filtered). Vanilla and FakeLN
@@ -73,56 +89,85 @@ def load_model():
     try:
         if init_from != 'resume':
             model = from_pretrained(init_from).to(device).eval()
-            return model, 'GPT-2 (pretrained)' if model.config.arch == 'gpt2' else 'pretrained', tokenizer_reference(init_from)
-        checkpoint = load_checkpoint(f"{out_dir}/{ckpt}", device)
+            family = 'GPT-2' if model.config.arch == 'gpt2' else 'Llama'
+            name = f"{family} norm-free (fold.py --export_hf)" if is_export(init_from) else f"{family} (pretrained)"
+            return model, name, tokenizer_reference(init_from)
+        path = os.path.join(out_dir, ckpt)
+        if not os.path.isfile(path):
+            hint = (f"fold the run first with `python fold.py --out_dir={out_dir}`" if 'folded' in ckpt else
+                    "pass --out_dir=<a run's folder>, or --init_from=<an HF model>")
+            fail(f"cannot evaluate: no checkpoint at {path}: {hint}")
+        checkpoint = load_checkpoint(path, device)
         model = GPT.from_checkpoint(checkpoint, device).eval()
     except (FileNotFoundError, OSError, ValueError, KeyError) as e:
-        raise SystemExit(f"cannot evaluate: {e}") from None
+        fail(f"cannot evaluate: {e}")
     config = model.config
+    folded = ', folded' if config.folded else ''
     if getattr(config, 'fakeln', False):
-        return model, 'FakeLN (+Baroni-aux)', checkpoint.get('tokenizer')
+        return model, f'FakeLN (+Baroni-aux){folded}', checkpoint.get('tokenizer')
     names = ('Vanilla', 'Internal-TaperLN', 'All-TaperLN') if config.arch == 'gpt2' else \
         ('Baseline', 'Internal-Taper', 'All-Taper')
+    if config.norm == 'dyt':
+        return model, 'DyT' + AUX_SUFFIX[config.aux_loss], checkpoint.get('tokenizer')
     name = names[('none', 'internal', 'all').index(config.taper)]
-    return model, name + AUX_SUFFIX[config.aux_loss], checkpoint.get('tokenizer')
+    return model, name + AUX_SUFFIX[config.aux_loss] + folded, checkpoint.get('tokenizer')
 
 
-def check_tokenizer(ref):
+def check_tokenizer(ref, meta):
     """The data must be in the model's own tokens: GPT-2's BPE for GPT-2, the same HF tokenizer
     (tokenizer.json) for an HF model. A TinyStories checkpoint (SentencePiece) is refused."""
     kind = (ref or {}).get('kind')
     if kind not in ('tiktoken', 'hf'):
-        raise SystemExit(f"cannot evaluate a model with a {kind} tokenizer: evaluate.py scores OpenWebText in "
-                         f"GPT-2's or an HF model's own tokens (diagnose.py scores any checkpoint on its own data)")
-    meta = read_meta(data_dir)
+        fail(f"cannot evaluate a model with a {kind} tokenizer: evaluate.py scores OpenWebText in GPT-2's or "
+             f"an HF model's own tokens (diagnose.py scores any checkpoint on its own data)")
     data_kind = meta.get('tokenizer', 'tiktoken')  # prepare_owt.py's GPT-2 data
     if kind == 'hf' and data_kind == 'hf':
-        with open(os.path.join(data_dir, meta['tokenizer_dir'], 'tokenizer.json'), encoding='utf-8') as f:
-            if json.loads(f.read()) == json.loads(ref['json']):
-                return
+        path = os.path.join(data_dir, str(meta.get('tokenizer_dir')), 'tokenizer.json')
+        try:
+            with open(path, encoding='utf-8') as f:
+                theirs = json.loads(f.read())
+        except (OSError, ValueError):
+            fail(f"cannot evaluate: {path}, the tokenizer of {data_dir}, is missing or not JSON: prepare the "
+                 f"data again with `python prepare_owt.py --tokenizer=<the model>`")
+        if theirs == json.loads(ref['json']):
+            return
     elif kind == data_kind:
         return
     theirs = meta.get('tokenizer_name', 'GPT-2' if data_kind == 'tiktoken' else data_kind)
-    raise SystemExit(f"cannot evaluate: {data_dir} holds {theirs} tokens, not the model's own ({kind or 'unknown'} "
-                     f"tokenizer): prepare the data with `python prepare_owt.py --tokenizer=<the model>`, or "
-                     f"pass the matching --data_dir")
+    fail(f"cannot evaluate: {data_dir} holds {theirs} tokens, not the model's own ({kind or 'unknown'} "
+         f"tokenizer): prepare the data with `python prepare_owt.py --tokenizer=<the model>`, or pass the "
+         f"matching --data_dir")
 
 
-@torch.no_grad()
-def mean_ce(model, split, chunk_len, name):
-    """Mean cross-entropy over the chunk_len - 1 next-token predictions of each chunk of
-    data_dir/<split>.bin, and the chunk count."""
+def open_set(split):
+    """data_dir/<split>.bin, after checking that it is a whole number of tokens."""
     try:
-        data = open_tokens(data_dir, split)
+        return open_tokens(data_dir, split)
     except ValueError as e:
-        raise SystemExit(f"cannot evaluate: {e}; rerun python prepare_owt.py") from None
+        fail(f"cannot evaluate: {e}; prepare it again with `python prepare_owt.py`")
+
+
+def chunks_of(data, split, chunk_len, vocab_size):
+    """How many chunks of data are scored, after checking that it can be scored: a full batch of
+    chunks, and every id inside the model's vocabulary."""
     n_chunks = len(data) // chunk_len
     if max_chunks:
         n_chunks = min(n_chunks, max_chunks)
     n_chunks -= n_chunks % batch_size  # Baroni's evaluation skips a last batch of fewer chunks
     if n_chunks == 0:
-        raise SystemExit(f"{data_dir}/{split}.bin holds fewer than {batch_size} chunks of {chunk_len} tokens: "
-                         f"rerun python prepare_owt.py, or lower --batch_size")
+        fail(f"{data_dir}/{split}.bin holds {len(data) // chunk_len} chunks of {chunk_len} tokens, fewer than "
+             f"batch_size={batch_size}: lower --batch_size, or prepare more data with `python prepare_owt.py`")
+    top = int(data[:n_chunks * chunk_len].max())
+    if top >= vocab_size:
+        fail(f"cannot evaluate: {data_dir}/{split}.bin holds token id {top}, beyond the model's vocabulary of "
+             f"{vocab_size}: pass the --data_dir prepared in the model's own tokens")
+    return n_chunks
+
+
+@torch.no_grad()
+def mean_ce(model, data, n_chunks, chunk_len, name):
+    """Mean cross-entropy over the chunk_len - 1 next-token predictions of each of the first n_chunks
+    chunks of data."""
     use_bf16 = device.startswith('cuda') and dtype == 'bfloat16'
     ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()
     total = torch.zeros((), dtype=torch.float64, device=device)  # summed on device: no sync per batch
@@ -133,28 +178,35 @@ def mean_ce(model, split, chunk_len, name):
         with ctx:
             _, _, stats = model(x, y, return_stats=True)
         total += stats['ce']  # full batches of as many predictions each: the mean of the batch means
-    return (total * batch_size / n_chunks).item(), n_chunks
+    return (total * batch_size / n_chunks).item()
 
 
-if device.startswith('cuda') and not torch.cuda.is_available():
-    raise SystemExit("CUDA is not available on this machine: run with --device=cpu")
-if dtype not in ('float32', 'bfloat16'):
-    raise SystemExit(f"dtype={dtype!r} is not supported: use 'float32' or 'bfloat16'")
+if not os.path.isdir(data_dir):
+    fail(f"no folder {data_dir}: pass --data_dir=<the folder prepare_owt.py wrote>, or write it with "
+         f"`python prepare_owt.py`")
 present = [(key, name, split) for key, name, split in SETS if os.path.isfile(f"{data_dir}/{split}.bin")]
 if not present:
-    raise SystemExit(f"{data_dir} has none of val.bin, pile.bin, pile_filtered.bin: run "
-                     f"python prepare_owt.py to write them")
+    fail(f"{data_dir} has none of val.bin, pile.bin, pile_filtered.bin: write them with `python prepare_owt.py`, "
+         f"or pass the --data_dir it wrote")
+try:
+    meta = read_meta(data_dir)
+except ValueError as e:
+    fail(f"cannot evaluate: {e}: prepare the data again with `python prepare_owt.py`")
+sets = {key: open_set(split) for key, _, split in present}
 model, protocol, tokenizer = load_model()
-check_tokenizer(tokenizer)
+check_tokenizer(tokenizer, meta)
+# The paper scores 1024-token chunks; a model with a shorter context gets chunks of its block_size.
+chunk_len = min(1024, model.config.block_size)
+sets = {key: (sets[key], chunks_of(sets[key], split, chunk_len, model.config.vocab_size))
+        for key, _, split in present}
 label = label or protocol
 if model.started and model.tapered_norms():
     model.set_gate(0.0)
     print("evaluating the tapered model at g = 0")
-# The paper scores 1024-token chunks; a model with a shorter context gets chunks of its block_size.
-chunk_len = min(1024, model.config.block_size)
 ce, chunks = {key: None for key, _, _ in SETS}, {key: None for key, _, _ in SETS}
 for key, name, split in present:
-    ce[key], chunks[key] = mean_ce(model, split, chunk_len, name)
+    data, chunks[key] = sets[key]
+    ce[key] = mean_ce(model, data, chunks[key], chunk_len, name)
 
 size = SIZES.get((model.config.n_layer, model.config.n_embd))
 prefix = f"{size}/" if size else ''

@@ -12,16 +12,17 @@ input projection(s); All-Taper also folds the final norm into the output head, u
 embedding. The arithmetic runs in float64.
 """
 
-import argparse
 import copy
 import os
 import shutil
+import sys
 from dataclasses import asdict, replace
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 
+from configurator import FlagError, flag, parse_flags
 from diagnose import train_counts
 from model import GPT, FakeLN, LayerNorm, load_checkpoint
 from tokens import open_tokens, read_meta
@@ -76,18 +77,20 @@ def fold_model(model):
     """The folded copy of a tapered model at g = 0: the same function without its tapered norms."""
     cfg = model.config
     if cfg.folded:
-        raise ValueError("this model is already folded")
+        raise ValueError("this model is already folded: fold the run's training checkpoint (--ckpt=ckpt.pt)")
     if cfg.norm == 'dyt':
         raise ValueError("DyT's tanh(alpha h) D_gamma is not a fixed linear map, so no linear layer can "
                          "absorb it: a DyT model has nothing to fold")
     if cfg.taper == 'none' and not cfg.fakeln:
-        raise ValueError("this is a Baseline model: it has no tapered norm to fold")
+        raise ValueError("this is a Baseline model: it has no tapered norm to fold; only tapered runs "
+                         "(train.py --taper=internal or --taper=all) have a norm to fold")
     if cfg.taper != 'none' and (not model.started or model.gate.item() != 0.0):
         raise ValueError(f"the gate is {model.gate.item():g}, not 0: only a model at the end of its "
-                         f"taper (iter >= taper_end) is a fixed map that folds")
+                         f"taper (iter >= taper_end) is a fixed map that folds; train it on to taper_end "
+                         f"with train.py --init_from=resume")
     if cfg.fakeln and not all(all(m.removed) for m in model.fakelns()):
         raise ValueError("not every FakeLN layer is removed yet: fold a checkpoint from the end of "
-                         "the removal schedule")
+                         "the removal schedule (train it on with train.py --init_from=resume)")
     dtype = model.lm_head.weight.dtype
     source = copy.deepcopy(model).double()
     folded = GPT(replace(cfg, folded=True)).double()
@@ -145,25 +148,110 @@ def reset_unseen_embeddings(model, counts):
     return int(unseen.sum())
 
 
+FLAGS = dict(
+    out_dir=flag(None, "the run's folder", type=str, required=True),
+    ckpt=flag('ckpt.pt', "the checkpoint file in out_dir to fold"),
+    out=flag('ckpt_folded.pt', "the folded checkpoint's file in out_dir: a new file, or one fold.py wrote "
+             "(never ckpt.pt or the checkpoint being folded)"),
+    export_hf=flag(None, "also write an HF folder: GPT2LMHeadModel or LlamaForCausalLM (All-Taper and FakeLN "
+                   "only): a new or empty folder, or one fold.py exported to", type=str, path='out'),
+    reset_unseen=flag(False, "All-Taper/FakeLN: set the input embeddings of tokens absent from the run's "
+                      "train.bin to their mean (a guard against blow-ups; see diagnose.py)"),
+)
+
+
+def fail(message):
+    """Stop with one sentence that says what to do; called before anything is written."""
+    print(message, file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def is_fold_output(path):
+    """Whether the file at path is a checkpoint fold.py wrote (it names what it was folded from)."""
+    try:
+        ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
+    except Exception:  # not a checkpoint at all
+        return False
+    return isinstance(ckpt, dict) and 'folded_from' in ckpt
+
+
+def check_outputs(args, path):
+    """Refuse, before anything is written, an output that would replace a file fold.py did not
+    make: the training checkpoint, the checkpoint being folded, or any other file of the run."""
+    out = os.path.join(args.out_dir, args.out)
+    if not args.out.strip() or args.out.endswith(('/', os.sep)) or os.path.isdir(out):
+        fail(f"out={args.out} is not a file name: name the folded checkpoint's file, e.g. --out=ckpt_folded.pt")
+    if os.path.abspath(out) == os.path.abspath(path) or (os.path.exists(out) and os.path.samefile(out, path)):
+        fail(f"out={args.out} names the checkpoint being folded ({path}): name a new file, e.g. "
+             f"--out=ckpt_folded.pt")
+    if os.path.basename(out) == 'ckpt.pt':
+        fail(f"out={args.out} is named ckpt.pt, train.py's checkpoint, which fold.py never writes: name "
+             f"another file, e.g. --out=ckpt_folded.pt")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        fail(f"out={args.out} lies in {os.path.dirname(os.path.abspath(out))}, which does not exist: name a "
+             f"file in an existing folder, e.g. --out=ckpt_folded.pt")
+    if os.path.exists(out) and not is_fold_output(out):
+        fail(f"{out} exists and is not a checkpoint fold.py wrote, so fold.py will not replace it: name a new "
+             f"file with --out, e.g. --out=ckpt_folded.pt")
+    if not os.access(os.path.dirname(os.path.abspath(out)), os.W_OK):
+        fail(f"{os.path.dirname(os.path.abspath(out))} is not writable: choose an --out_dir or --out you may write")
+    hf_dir = args.export_hf
+    if hf_dir is not None:
+        from hf import is_export
+        if os.path.isdir(hf_dir) and os.listdir(hf_dir) and not is_export(hf_dir):
+            fail(f"export_hf={hf_dir} holds files fold.py did not export, so fold.py will not write over them: "
+                 f"name a new or empty folder")
+    return out
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--out_dir', required=True, help="the run's folder")
-    parser.add_argument('--ckpt', default='ckpt.pt', help="checkpoint file in out_dir")
-    parser.add_argument('--out', default='ckpt_folded.pt', help="folded checkpoint file in out_dir")
-    parser.add_argument('--export_hf', default=None, help="also write an HF folder: GPT2LMHeadModel or "
-                                                         "LlamaForCausalLM (All-Taper and FakeLN only)")
-    parser.add_argument('--reset_unseen', action='store_true',
-                        help="All-Taper/FakeLN: set the input embeddings of tokens absent from the run's "
-                             "train.bin to their mean (a guard against blow-ups; see diagnose.py)")
-    args = parser.parse_args(argv)
+    try:
+        args = parse_flags(FLAGS, argv)
+    except FlagError as e:
+        fail(str(e))
     path = os.path.join(args.out_dir, args.ckpt)
+    if not os.path.isfile(path):
+        fail(f"cannot fold {path}: there is no checkpoint there; pass --out_dir=<a tapered run's folder> "
+             f"(and --ckpt=<its checkpoint file>)")
     try:
         ckpt = load_checkpoint(path)
         model = GPT.from_checkpoint(ckpt)
         folded = fold_model(model)
     except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f"cannot fold {path}: {e}") from None
-    idx, source = check_tokens(model.config, (ckpt.get('config') or {}).get('data_dir'))
+        fail(f"cannot fold {path}: {e}")
+    out = check_outputs(args, path)
+    if args.export_hf is not None:
+        from hf import check_exportable  # hf.py folds with this file's algebra
+        try:
+            check_exportable(model)
+        except ValueError as e:
+            fail(f"cannot export {path}: {e}")
+    data_dir = (ckpt.get('config') or {}).get('data_dir')
+    counts = None
+    if args.reset_unseen:
+        if folded.lm_head.weight is folded.transformer.wte.weight:
+            fail(f"cannot reset unseen embeddings of {path}: its head is the embedding (tied), so resetting "
+                 f"input rows would change every output logit; only a folded All-Taper or FakeLN model has a "
+                 f"head of its own: drop --reset_unseen")
+        counts = train_counts(data_dir, model.config.vocab_size)
+        if counts is None:
+            fail(f"cannot reset unseen embeddings: no train.bin in the run's data_dir ({data_dir}): prepare "
+                 f"it again there, or drop --reset_unseen")
+    meta = {}
+    if args.export_hf is not None and data_dir and os.path.isdir(data_dir):
+        try:
+            meta = read_meta(data_dir)
+        except ValueError as e:
+            fail(f"cannot export the run's tokenizer: {e}: prepare the data again, or drop --export_hf")
+        tokenizer_dir = os.path.join(data_dir, str(meta.get('tokenizer_dir')))
+        if 'tokenizer_dir' in meta and not os.path.isdir(tokenizer_dir):
+            fail(f"cannot export the run's tokenizer: {tokenizer_dir}, which {data_dir}/meta.json names, is "
+                 f"missing: prepare the data again, or drop --export_hf")
+    try:
+        idx, source = check_tokens(model.config, data_dir)
+    except ValueError as e:
+        fail(f"cannot check the fold on the run's validation text: {e}; prepare the data again")
+    # every refusal is above: from here on fold.py writes
     diff = max_logit_diff(model, folded, idx)
     with torch.no_grad():
         scale = model.eval()(idx)[0].abs().max().item()
@@ -173,29 +261,16 @@ def main(argv=None):
           f"(max |logits| {scale:.3g}, float32); {exact:.2e} with both in float64")
     reset = None
     if args.reset_unseen:  # after the check above: it changes the function on windows with those tokens
-        data_dir = (ckpt.get('config') or {}).get('data_dir')
-        counts = train_counts(data_dir, model.config.vocab_size)
-        if counts is None:
-            raise SystemExit(f"cannot reset unseen embeddings: no train.bin in the run's data_dir ({data_dir})")
-        try:
-            reset = reset_unseen_embeddings(folded, counts)
-        except ValueError as e:
-            raise SystemExit(f"cannot reset unseen embeddings of {path}: {e}") from None
+        reset = reset_unseen_embeddings(folded, counts)
         print(f"reset the input embeddings of {reset} tokens that never occur in {data_dir}/train.bin")
-    out = os.path.join(args.out_dir, args.out)
     ckpt = dict(model=folded.state_dict(), reset_unseen=reset, model_args=asdict(folded.config), config=ckpt.get('config'),
                 iter_num=ckpt.get('iter_num'), tokenizer=ckpt.get('tokenizer'), folded_from=path)
     torch.save(ckpt, out + '.tmp')
     os.replace(out + '.tmp', out)
     print(f"wrote {out}")
-    if args.export_hf:
-        from hf import export_hf  # hf.py folds with this file's algebra
-        try:
-            export_hf(model, args.export_hf)
-        except ValueError as e:
-            raise SystemExit(f"cannot export {path}: {e}") from None
-        data_dir = (ckpt.get('config') or {}).get('data_dir')
-        meta = read_meta(data_dir) if data_dir and os.path.isdir(data_dir) else {}
+    if args.export_hf is not None:
+        from hf import export_hf
+        export_hf(model, args.export_hf)
         if 'tokenizer_dir' in meta:  # prepare_owt.py --tokenizer saved the model's tokenizer beside the data
             shutil.copytree(os.path.join(data_dir, meta['tokenizer_dir']), args.export_hf, dirs_exist_ok=True)
             print(f"copied the run's tokenizer from {data_dir}/{meta['tokenizer_dir']}")

@@ -2,7 +2,7 @@
 Every CUDA path of the repository in one command and a few minutes, with a report:
 
     python gpu_check.py                          # on a CUDA machine -> out-gpu-check/report.{md,json}
-    python gpu_check.py --only=bench,fold        # some steps again
+    python gpu_check.py --only=bench,fold_alltaper   # some steps again
 
 Each step runs the repository's own scripts as a subprocess, at small scale, on data made here (no
 hub access: a random bigram chain of tokens, 4 successors each, so the loss has somewhere to fall,
@@ -43,16 +43,21 @@ import torch
 
 import memory
 
+from configurator import FlagError, configure_globals, flag  # noqa: E402
 # -----------------------------------------------------------------------------
-out_dir = 'out-gpu-check'
-device = 'cuda'
-only = ''                 # comma-separated step names; '' runs them all
-timeout = 600             # seconds per script
+STEPS = ('data', 'train_eager', 'train_compile', 'bench', 'finetune_vanilla', 'finetune_fakeln',
+         'finetune_internaltaper', 'finetune_alltaper', 'fold_alltaper', 'fold_fakeln', 'ddp', 'fsdp')
+out_dir = flag('out-gpu-check', "the folder of the report, the data made here and the runs", path='out')
+device = flag('cuda', "'cuda' runs the check; 'cpu' the toy run of the tests", choices=('cuda', 'cpu'))
+only = flag((), "the steps to run again (none named: every step); the report keeps the others' last results",
+            items=str, unique=True, choices=STEPS)
+timeout = flag(600, "seconds each script may run", min=1)
 # -----------------------------------------------------------------------------
-from configurator import configure_globals  # noqa: E402
-
-configure_globals(globals(), sys.argv[1:])
-# -----------------------------------------------------------------------------
+try:
+    configure_globals(globals(), sys.argv[1:])
+except FlagError as e:
+    print(e, file=sys.stderr)
+    sys.exit(1)
 ROOT = os.path.dirname(os.path.abspath(__file__))
 PROTOCOLS = ('vanilla', 'fakeln', 'internaltaper', 'alltaper')
 # Sizes: the CUDA run is the paper's d = 512 model on short schedules; the CPU run only proves the
@@ -66,8 +71,8 @@ SCALE = {
         gpt2=dict(n_layer=4, n_head=4, n_embd=256),
         finetune=['--block_size=256', '--batch_size=8', '--gradient_accumulation_steps=2',
                   '--max_iters=60', '--warmup_iters=5', '--lr_decay_iters=60', '--learning_rate=1e-3',
-                  '--min_lr=1e-4', '--taper_start=10', '--taper_end=45', '--fakeln_start=(10,20,30,45)',
-                  '--fakeln_gap=(2,2,3)', '--eval_interval=20', '--eval_iters=4',
+                  '--min_lr=1e-4', '--taper_start=10', '--taper_end=45', '--fakeln_start=10,20,30,45',
+                  '--fakeln_gap=2,2,3', '--eval_interval=20', '--eval_iters=4',
                   '--log_interval=5'],
         bench=['--compile', '--cuda_graph', '--max_new_tokens=64', '--repeats=3'],
         tokens=2_000_000),
@@ -79,8 +84,8 @@ SCALE = {
         gpt2=dict(n_layer=2, n_head=2, n_embd=32),
         finetune=['--block_size=64', '--batch_size=4', '--gradient_accumulation_steps=2',
                   '--max_iters=16', '--warmup_iters=2', '--lr_decay_iters=16', '--learning_rate=3e-3',
-                  '--min_lr=3e-4', '--taper_start=3', '--taper_end=12', '--fakeln_start=(2,6,9,13)',
-                  '--fakeln_gap=(1,1,1)', '--eval_interval=8', '--eval_iters=2',
+                  '--min_lr=3e-4', '--taper_start=3', '--taper_end=12', '--fakeln_start=2,6,9,13',
+                  '--fakeln_gap=1,1,1', '--eval_interval=8', '--eval_iters=2',
                   '--log_interval=2'],
         bench=['--max_new_tokens=8', '--repeats=1', '--batch_size=1', '--prompt_len=16'],  # eager only
         tokens=200_000),
@@ -343,27 +348,45 @@ def markdown(env, results):
     return '\n'.join(lines) + '\n'
 
 
+def fail(message):
+    """Stop with one sentence that says what to do."""
+    print(message, file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
 def main():
     on_cuda = device == 'cuda'
     if on_cuda and not torch.cuda.is_available():
-        raise SystemExit("CUDA is not available on this machine: gpu_check.py checks the GPU paths "
-                         "(the CPU ones are in python -m pytest)")
-    if device not in ('cuda', 'cpu'):
-        raise SystemExit(f"device={device!r}: use 'cuda' (the check) or 'cpu' (the toy run of the tests)")
+        fail("CUDA is not available on this machine: gpu_check.py checks the GPU paths (the CPU ones are in "
+             "python -m pytest; --device=cpu runs this check at toy size)")
     root = os.path.abspath(out_dir)
     ctx = dict(device=device, scale=SCALE[device], runs=f'{root}/runs', tiny_data=f'{root}/data/tiny',
                owt_data=f'{root}/data/owt', gpt2_dir=f'{root}/gpt2-random')
     listed = steps(ctx)
-    chosen = only.split(',') if only else [name for name, _ in listed]
-    unknown = set(chosen) - {name for name, _ in listed}
-    if unknown:
-        raise SystemExit(f"no step named {sorted(unknown)}: the steps are {[name for name, _ in listed]}")
+    chosen = list(only) or [name for name, _ in listed]
+    unknown = [name for name in chosen if name not in {name for name, _ in listed}]
+    if unknown:  # ddp, on fewer than two GPUs
+        fail(f"the {unknown[0]} step needs more than one CUDA GPU, and this machine has "
+             f"{torch.cuda.device_count() if on_cuda else 0}: drop it from --only")
     env = environment(on_cuda)
     previous = {}  # --only reruns some steps: the report keeps the others' last results
-    if only and os.path.isfile(f'{root}/report.json'):
-        previous = {r['step']: r for r in json.load(open(f'{root}/report.json'))['steps']}
+    if os.path.isfile(f'{root}/report.json'):
+        try:
+            with open(f'{root}/report.json') as f:
+                previous = {r['step']: r for r in json.load(f)['steps']}
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            fail(f"{root}/report.json is not a report of gpu_check.py, and gpu_check.py writes only over its "
+                 f"own: choose a new or empty --out_dir")
+    if not only:
+        previous = {}
+    if os.path.isdir(root) and os.listdir(root) and not os.path.isfile(f'{root}/report.json'):
+        fail(f"{root} holds files that gpu_check.py did not write (it has no report.json): choose a new or "
+             f"empty --out_dir")
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as e:
+        fail(f"cannot create {root} ({e.strerror}): choose another --out_dir")
     results = []
-    os.makedirs(root, exist_ok=True)
     for name, function in listed:
         if name not in chosen:
             if name in previous:

@@ -14,6 +14,7 @@ A field this model cannot compute stops with one sentence naming it.
 """
 
 import os
+import sys
 
 import torch
 
@@ -35,15 +36,24 @@ HF_EPS = 1e12  # sqrt(mean square + 1e12) is 1e6 to float precision for any resi
 def load_hf(hf_class, name_or_dir):
     """hf_class.from_pretrained(name_or_dir), or one sentence that says what to do instead."""
     if os.path.isdir(name_or_dir) and not os.path.isfile(os.path.join(name_or_dir, 'config.json')):
-        raise ValueError(f"{name_or_dir} is not a folder written by save_pretrained (it has no config.json)")
+        raise ValueError(f"{name_or_dir} is not a folder written by save_pretrained (it has no config.json): pass "
+                         f"one, or a hub name such as gpt2")
+    if os.path.isfile(name_or_dir):
+        raise ValueError(f"{name_or_dir} is a file, not a folder written by save_pretrained (a checkpoint of "
+                         f"this repository is read from --out_dir with --init_from=resume)")
     if not os.path.isdir(name_or_dir) and name_or_dir.startswith(('.', '/', '~')):
         raise ValueError(f"no folder at {name_or_dir}: pass a folder written by save_pretrained, or a "
                          f"hub name such as gpt2")
+    if os.path.isdir(name_or_dir) and os.path.isfile(os.path.join(name_or_dir, 'ckpt.pt')):
+        raise ValueError(f"{name_or_dir} is a run of this repository (it holds ckpt.pt), not a folder written by "
+                         f"save_pretrained: read it with --init_from=resume --out_dir={name_or_dir}")
     try:
         return hf_class.from_pretrained(name_or_dir)
-    except OSError as e:
+    except (OSError, ValueError) as e:
         if os.path.isdir(name_or_dir):
             raise ValueError(f"transformers could not read {name_or_dir} ({str(e).splitlines()[0]})") from None
+        if isinstance(e, ValueError):
+            raise
         raise ValueError(f"could not download {name_or_dir}: no network, or no such model on the hub; "
                          f"pass a local directory written by save_pretrained") from None
 
@@ -183,6 +193,29 @@ def gpt2_weights(name_or_dir, n_layer):
 
 # --- export ---------------------------------------------------------------------------------------
 
+def check_exportable(model):
+    """A ValueError of one sentence unless export_hf can write model: checked before anything is written."""
+    cfg = model.config
+    if not cfg.final_norm_removed:
+        raise ValueError("only an All-Taper (or FakeLN) model is free of every real norm; HF's GPT-2 and "
+                         "Llama give all their norms one eps, so a model with a real final norm does not "
+                         "export: drop --export_hf, or train with --taper=all")
+    if cfg.norm == 'dyt' or (cfg.arch, cfg.norm) not in (('gpt2', 'layernorm'), ('llama', 'rmsnorm')):
+        raise ValueError(f"arch={cfg.arch!r} with norm={cfg.norm!r} has no HF class to export to: drop --export_hf")
+
+
+def is_export(path):
+    """Whether the folder path holds an earlier export_hf output (its norms' eps is HF_EPS), which a new
+    export may replace."""
+    import json
+    try:
+        with open(os.path.join(path, 'config.json'), encoding='utf-8') as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and HF_EPS in (config.get('layer_norm_epsilon'), config.get('rms_norm_eps'))
+
+
 @torch.no_grad()
 def export_hf(model, path):
     """
@@ -198,12 +231,8 @@ def export_hf(model, path):
     eps, so it does not export.
     """
     from fold import fold_model
+    check_exportable(model)
     cfg = model.config
-    if not cfg.final_norm_removed:
-        raise ValueError("only an All-Taper (or FakeLN) model is free of every real norm; HF's GPT-2 and "
-                         "Llama give all their norms one eps, so a model with a real final norm does not export")
-    if cfg.norm == 'dyt' or (cfg.arch, cfg.norm) not in (('gpt2', 'layernorm'), ('llama', 'rmsnorm')):
-        raise ValueError(f"arch={cfg.arch!r} with norm={cfg.norm!r} has no HF class to export to")
     folded = fold_model(model)
     sigma = HF_EPS ** 0.5
     hf, weights = (hf_gpt2 if cfg.arch == 'gpt2' else hf_llama)(folded, sigma)
@@ -274,3 +303,13 @@ def hf_llama(folded, sigma):
         for norm in ('input_layernorm', 'post_attention_layernorm'):  # the folded weights hold the maps
             weights[f'{layer}.{norm}.weight'] = torch.full((cfg.n_embd,), sigma)
     return hf, weights
+
+
+if __name__ == '__main__':
+    if {'-h', '--help'} & set(sys.argv[1:]):
+        print(__doc__.strip())
+        sys.exit(0)
+    print("hf.py is a module the scripts use to read and write HF checkpoints, not a command: load one with "
+          "`python train.py --init_from=gpt2` or `python sample.py --init_from=gpt2`, export one with "
+          "`python fold.py --out_dir=<run> --export_hf=<folder>`", file=sys.stderr)
+    sys.exit(2)

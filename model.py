@@ -13,6 +13,8 @@ Token vectors h are rows, as in the paper; nn.Linear stores W as (out, in), so x
 
 import math
 import os
+import re
+import sys
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -331,6 +333,24 @@ class DyTRMS(DyT, RMSNorm):
 
 class DyTLN(DyT, LayerNorm):
     """DyT in place of LayerNorm (arch='gpt2'): tanh(alpha h) D_gamma + beta."""
+
+
+def pick_device(device):
+    """The device a script runs on: '' is CUDA when this machine has it, else the CPU; 'cpu', 'cuda'
+    and 'cuda:N' are checked to exist. A ValueError of one sentence says what to pass instead."""
+    if not device:
+        return 'cuda' if torch.cuda.is_available() else 'cpu'
+    if not re.fullmatch(r'cpu|cuda(:\d+)?', device):
+        raise ValueError(f"device={device!r} is not supported: use 'cuda', 'cuda:N', 'cpu', or '' for "
+                         f"CUDA when available")
+    if device.startswith('cuda'):
+        if not torch.cuda.is_available():
+            raise ValueError("CUDA is not available on this machine: run with --device=cpu")
+        index, count = int(device.partition(':')[2] or 0), torch.cuda.device_count()
+        if index >= count:
+            raise ValueError(f"device={device!r} names GPU {index}, but this machine has {count}: use "
+                             f"cuda:0 to cuda:{count - 1}")
+    return device
 
 
 def load_checkpoint(path, device='cpu'):
@@ -800,3 +820,11 @@ def greedy_step(decode, token, input_pos):
     token.copy_(logits.argmax(dim=-1, keepdim=True))
     input_pos.add_(1)
     return logits
+
+if __name__ == '__main__':
+    if {'-h', '--help'} & set(sys.argv[1:]):
+        print(__doc__.strip())
+        sys.exit(0)
+    print("model.py is a module the scripts import, not a command: train a model with `python train.py`, "
+          "or sample one with `python sample.py --out_dir=<run>`", file=sys.stderr)
+    sys.exit(2)

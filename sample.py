@@ -19,72 +19,95 @@ from contextlib import nullcontext
 import torch
 
 from hf import from_pretrained, tokenizer_reference
-from model import GPT, load_checkpoint
+from configurator import FlagError, configure_globals, flag
+from model import GPT, load_checkpoint, pick_device
 from tokens import load_tokenizer
 
 # -----------------------------------------------------------------------------
-init_from = 'resume'      # 'resume' (out_dir/ckpt) | an HF GPT-2 or Llama-family name or directory
-out_dir = 'out'
-ckpt = 'ckpt.pt'          # or 'ckpt_folded.pt', written by fold.py
-start = ''                # the prompt, or FILE:path to read it from a file
-num_samples = 3
-max_new_tokens = 200
-temperature = 0.8         # 0 decodes greedily
-top_k = 200               # None samples from the whole vocabulary
-seed = 1337
-device = 'cuda' if torch.cuda.is_available() else 'cpu'
-dtype = 'bfloat16'        # on CUDA; the CPU runs float32
+init_from = flag('resume', "'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family name or "
+                 "save_pretrained folder (hf.py)")
+out_dir = flag('out', "the run's folder, with init_from='resume'")
+ckpt = flag('ckpt.pt', "the checkpoint file in out_dir: ckpt.pt, or ckpt_folded.pt (fold.py)")
+start = flag('', "the prompt, or FILE:path to read it from a text file")
+num_samples = flag(3, "samples to draw", min=1)
+max_new_tokens = flag(None, "new tokens per sample (None: 200, or fewer where the model's context "
+                      "ends sooner)", type=int, min=1)
+temperature = flag(0.8, "softmax temperature; 0 decodes greedily", min=0)
+top_k = flag(200, "sample among the k likeliest tokens (a k at least the vocabulary's size samples "
+             "among all of them)", min=1)
+seed = flag(1337, "seeds the sampling", min=0)
+device = flag('', "'cuda', 'cuda:N' or 'cpu' ('': cuda when available)")
+dtype = flag('bfloat16', "'bfloat16' autocasts on CUDA; the CPU always runs float32",
+             choices=('bfloat16', 'float32'))
 # -----------------------------------------------------------------------------
-from configurator import configure_globals  # noqa: E402
-
-configure_globals(globals(), sys.argv[1:])
-# -----------------------------------------------------------------------------
 
 
-if temperature < 0:
-    raise SystemExit(f"temperature={temperature} must be at least 0 (0 decodes greedily)")
-if top_k is not None and top_k < 1:
-    raise SystemExit(f"top_k={top_k} must be at least 1, or None to sample from the whole vocabulary")
-if num_samples < 1 or max_new_tokens < 1:
-    raise SystemExit(f"num_samples={num_samples} and max_new_tokens={max_new_tokens} must be at least 1")
-if start.startswith('FILE:') and not os.path.isfile(start[5:]):
-    raise SystemExit(f"no prompt file at {start[5:]}: --start=FILE:path names a text file")
+def fail(message):
+    """Stop with one sentence that says what to do."""
+    print(message, file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+try:
+    configure_globals(globals(), sys.argv[1:])
+    device = pick_device(device)
+except (FlagError, ValueError) as e:
+    fail(str(e))
+if start.startswith('FILE:'):
+    prompt_file = start[5:]
+    if not os.path.isfile(prompt_file):
+        fail(f"no prompt file at {prompt_file}: --start=FILE:path names a text file")
+    try:
+        with open(prompt_file, encoding='utf-8') as f:
+            start = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"cannot read the prompt file {prompt_file} as UTF-8 text ({type(e).__name__}): pass a text file")
 torch.manual_seed(seed)
-if device.startswith('cuda') and not torch.cuda.is_available():
-    raise SystemExit("CUDA is not available on this machine: run with --device=cpu")
 if init_from == 'resume':
-    path = f"{out_dir}/{ckpt}"
+    path = os.path.join(out_dir, ckpt)
+    if not os.path.isfile(path):
+        hint = (f"fold the run first with `python fold.py --out_dir={out_dir}`" if 'folded' in ckpt else
+                f"pass --out_dir=<a run's folder> (train one with `python train.py`) or --init_from=<an HF model>")
+        fail(f"cannot sample: no checkpoint at {path}: {hint}")
     try:
         checkpoint = load_checkpoint(path, device)
         model = GPT.from_checkpoint(checkpoint, device)
     except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f"cannot sample: {e}") from None
+        fail(f"cannot sample: {e}")
     tokenizer = checkpoint.get('tokenizer')
 else:
     try:
         model = from_pretrained(init_from).to(device)
         tokenizer = tokenizer_reference(init_from)  # GPT-2's BPE, or the model's own tokenizer
     except (OSError, ValueError, KeyError) as e:
-        raise SystemExit(f"cannot sample: {e}") from None
+        fail(f"cannot sample: {e}")
 model.eval()
+if tokenizer is None:
+    fail(f"cannot sample: {path} names no tokenizer (its data_dir had no meta.json), so its tokens cannot "
+         f"be decoded: retrain on data prepared by prepare_tinystories.py or prepare_owt.py")
+encode, decode = load_tokenizer(tokenizer)
+prompt = encode(start)
+context = model.config.block_size
+if len(prompt) >= context:
+    fail(f"cannot sample: the prompt is {len(prompt)} tokens, and the model's context of {context} leaves no "
+         f"room for a new token; shorten --start")
+if max_new_tokens is None:
+    max_new_tokens = min(200, context - len(prompt))
+    if max_new_tokens < 200:
+        print(f"max_new_tokens cropped to {max_new_tokens}: the model's context is {context} tokens and "
+              f"the prompt takes {len(prompt)}")
+elif len(prompt) + max_new_tokens > context:
+    fail(f"cannot sample: the prompt's {len(prompt)} token{'s' * (len(prompt) > 1)} + max_new_tokens={max_new_tokens} exceed the "
+         f"model's context of {context}; shorten --start or lower --max_new_tokens to at most "
+         f"{context - len(prompt)}")
 if model.started and model.tapered_norms():
     model.set_gate(0.0)
     print("sampling the tapered model at g = 0")
-encode, decode = load_tokenizer(tokenizer)
-if start.startswith('FILE:'):
-    try:
-        with open(start[5:], encoding='utf-8') as f:
-            start = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise SystemExit(f"cannot read the prompt file {start[5:]} as UTF-8 text ({e})") from None
-x = torch.tensor(encode(start), dtype=torch.long, device=device)[None].repeat(num_samples, 1)
+x = torch.tensor(prompt, dtype=torch.long, device=device)[None].repeat(num_samples, 1)
 use_bf16 = device.startswith('cuda') and dtype == 'bfloat16'
 ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()
 with ctx:
-    try:
-        y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k)
-    except ValueError as e:  # prompt + new tokens beyond the context
-        raise SystemExit(f"cannot sample: {e}; shorten --start or lower --max_new_tokens") from None
+    y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k)
 for row in y.tolist():
     print(decode(row))
     print('---------------')

@@ -146,7 +146,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'not a folder written by save_pretrained', None),
     # sample.py
     ('sample: negative temperature', 'sample.py', ['--out_dir={root}/run', '--temperature=-1'],
-     'temperature=-1.0 must be at least 0', None),
+     'temperature=-1.0 must not be negative', None),
     ('sample: top_k 0', 'sample.py', ['--out_dir={root}/run', '--top_k=0'], 'top_k=0 must be at least 1', None),
     ('sample: no samples', 'sample.py', ['--out_dir={root}/run', '--num_samples=0'], 'must be at least 1', None),
     ('sample: missing prompt file', 'sample.py', ['--out_dir={root}/run', '--start=FILE:{root}/nope.txt'],
@@ -168,9 +168,9 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_tinystories: hub without network', 'prepare_tinystories.py', ['--out_dir={root}/p5'],
      'Could not download roneneldan/TinyStories', OFFLINE),
     ('prepare_tinystories: vocab beyond uint16', 'prepare_tinystories.py', ['--vocab_size=70000'],
-     'below 65536', None),
+     'vocab_size=70000 must lie in [260, 65535]', None),
     ('prepare_tinystories: vocab too small', 'prepare_tinystories.py',
-     ['--input_file={root}/small.txt', '--vocab_size=20', '--out_dir={root}/p4'],
+     ['--input_file={root}/small.txt', '--vocab_size=260', '--out_dir={root}/p4'],
      'SentencePiece could not train', QUIET),
     # prepare_owt.py
     ('prepare_owt: malformed jsonl line', 'prepare_owt.py', ['--input_file={root}/bad_line.jsonl',
@@ -185,7 +185,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_owt: hub without network', 'prepare_owt.py', ['--skip_pile', '--out_dir={root}/o6'],
      'Could not download openwebtext', OFFLINE),
     ('prepare_owt: val_fraction 2', 'prepare_owt.py', ['--val_fraction=2', '--out_dir={root}/o5'],
-     'strictly between 0 and 1', None),
+     'val_fraction=2.0 must lie in (0, 1)', None),
     ('prepare_owt: missing --tokenizer folder', 'prepare_owt.py', [*OWT, '--tokenizer={root}/no_tokenizer'],
      'no folder at', None),
     ('prepare_owt: --tokenizer folder without a tokenizer', 'prepare_owt.py', [*OWT, '--tokenizer={root}/emptydir'],
@@ -194,9 +194,90 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      [*OWT, '--tokenizer=HuggingFaceTB/SmolLM2-135M'], 'could not download HuggingFaceTB/SmolLM2-135M', OFFLINE),
     ('prepare_owt: tokenizer without EOS', 'prepare_owt.py', [*OWT, '--tokenizer={root}/no_eos'],
      'has no end-of-sequence token', None),
+    ('prepare_tinystories: another vocab into a prepared folder', 'prepare_tinystories.py',
+     ['--input_file={shared}/tinystories/train_sample.txt', '--val_file={shared}/tinystories/valid_sample.txt',
+      '--vocab_size=1024', '--out_dir={data}'], 'already holds a 512-piece vocabulary, not --vocab_size=1024', None),
+    ('prepare_tinystories: other text into a prepared folder', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt', '--vocab_size=512', '--out_dir={data}'], 'already holds data prepared from', None),
+    ('prepare_tinystories: a stray comma in input_file', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt,', '--out_dir={root}/p9'], 'holds an empty name', None),
+    ('prepare_tinystories: one story, none to hold out', 'prepare_tinystories.py',
+     ['--input_file={root}/one_story.txt', '--out_dir={root}/p10'], 'cannot hold out 0.05 of 1 stories', None),
+    ('prepare_owt: pile_file with skip_pile', 'prepare_owt.py', [*OWT, '--skip_pile', '--pile_file={root}/bad_line.jsonl'],
+     '--pile_file would be unused', None),
+    ('prepare_owt: one file as input and Pile', 'prepare_owt.py', [*OWT, '--pile_file={shared}/openwebtext/sample.jsonl'],
+     'name the same file', None),
+    ('prepare_owt: Pile ids as text', 'prepare_owt.py', [*OWT, '--pile_file={root}/pile_text.jsonl'],
+     "field 'input_ids' is not a list of token ids", None),
+    ('prepare_owt: Pile id beyond GPT-2', 'prepare_owt.py', [*OWT, '--pile_file={root}/pile_big.jsonl'],
+     "holds token id 70000, beyond GPT-2's", None),
+    ('prepare_owt: other tokens into a prepared folder', 'prepare_owt.py',
+     ['--input_file={shared}/openwebtext/sample.jsonl', '--tokenizer={root}/words', '--out_dir={root}/owt'],
+     "already holds data in gpt2's tokens", None),
+    # plot.py, reproduce.py
+    ('plot: a run without log.jsonl', 'plot.py', ['{root}/nolog', '--out_dir={root}/figs'], 'log.jsonl not found', None),
+    ('plot: a log row without iter', 'plot.py', ['{root}/noiter', '--out_dir={root}/figs'], "it has no 'iter'", None),
+    ('plot: a log row that is not an object', 'plot.py', ['{root}/listrow', '--out_dir={root}/figs'],
+     'it holds a JSON list, not an object', None),
+    ('plot: no run dirs', 'plot.py', ['--out_dir={root}/figs'], 'needs at least one run_dirs argument', None),
+    ('plot: labels for the wrong number of runs', 'plot.py', ['{root}/run', '--labels=a,b', '--out_dir={root}/figs'],
+     '--labels has 2 entries but 1 run dirs', None),
+    ('reproduce: a seed twice', 'reproduce.py', ['--seeds=7,7'], 'seeds lists 7 more than once', None),
+    ('reproduce: unknown setting', 'reproduce.py', ['--settings=baseline,internal,al'], "did you mean 'all'", None),
+    ('reproduce: ablation_seeds beyond the seeds', 'reproduce.py', ['--seeds=1,2', '--ablation_seeds=3'],
+     'exceeds the 2 seed(s) of --seeds', None),
+    ('reproduce: a per-run flag after --', 'reproduce.py', ['--', '--seed=3'], 'would override what reproduce.py sets', None),
+    ('reproduce: a misspelt train.py flag after --', 'reproduce.py', ['--out_root={root}/repro', '--', '--max_iter=20'],
+     "did you mean 'max_iters'", None),
+    ('reproduce: other text than the prepared data', 'reproduce.py',
+     ['--input_file={root}/small.txt', '--data_dir={data}', '--out_root={root}/repro'], 'already holds data prepared from', None),
     # fold.py, evaluate.py
     ('fold: a Baseline', 'fold.py', ['--out_dir={root}/run'], 'no tapered norm', None),
     ('fold: no checkpoint', 'fold.py', ['--out_dir={root}/fresh'], 'cannot fold', None),
+    ('sample: max_new_tokens beyond the context', 'sample.py', ['--out_dir={root}/run', '--device=cpu',
+                                                                '--max_new_tokens=100'], 'to at most 63', None),
+    ('sample: prompt file not text', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=FILE:{root}/binary.txt'],
+     'as UTF-8 text', None),
+    ('sample: folded checkpoint not made yet', 'sample.py', ['--out_dir={root}/run', '--ckpt=ckpt_folded.pt', '--device=cpu'],
+     'fold the run first', None),
+    ('sample: a run folder as init_from', 'sample.py', ['--init_from={root}/run', '--device=cpu'],
+     'is a run of this repository', None),
+    ('bench: cuda_graph on the CPU', 'bench.py', ['--device=cpu', '--cuda_graph'], 'captures CUDA graphs', None),
+    ('bench: a Baseline checkpoint', 'bench.py', ['--device=cpu', '--ckpt={root}/run/ckpt.pt'],
+     'is not a tapered model past its taper start', None),
+    ('bench: prompt and new tokens beyond the context', 'bench.py', ['--device=cpu', '--ckpt={root}/trun/ckpt.pt'],
+     "exceed the model's context of 64", None),
+    ('bench: shape flags beside a checkpoint', 'bench.py', ['--device=cpu', '--ckpt={root}/trun/ckpt.pt', '--n_layer=2'],
+     'drop --n_layer', None),
+    ('bench: width not divisible by heads', 'bench.py', ['--device=cpu', '--n_embd=66'], 'not divisible by n_head=16', None),
+    ('evaluate: max_chunks below batch_size', 'evaluate.py', ['--out_dir={root}/run', '--max_chunks=2'],
+     'max_chunks=2 is below batch_size=8', None),
+    ('evaluate: missing data folder', 'evaluate.py', ['--out_dir={root}/run', '--data_dir={root}/nodata', '--device=cpu'],
+     'no folder', None),
+    ('evaluate: GPT-2 on TinyStories tokens', 'evaluate.py', ['--init_from={root}/hf', '--data_dir={data}', '--device=cpu'],
+     'holds sentencepiece tokens', QUIET),
+    ('fold: no out_dir', 'fold.py', [], 'fold.py needs --out_dir', None),
+    ('fold: --out naming the checkpoint being folded', 'fold.py', ['--out_dir={root}/trun', '--out=ckpt.pt'],
+     'names the checkpoint being folded', None),
+    ('fold: --out naming a training checkpoint', 'fold.py', ['--out_dir={root}/trun', '--out={root}/run/ckpt.pt'],
+     "is named ckpt.pt, train.py's checkpoint", None),
+    ('fold: --out over a file fold.py did not write', 'fold.py', ['--out_dir={root}/trun', '--out=log.jsonl'],
+     'is not a checkpoint fold.py wrote', None),
+    ('fold: export of an Internal-Taper run', 'fold.py', ['--out_dir={root}/trun', '--export_hf={root}/trun_hf'],
+     'real final norm', None),
+    ('fold: export over a folder fold.py did not write', 'fold.py', ['--out_dir={root}/trun', '--export_hf={root}/run'],
+     'holds files fold.py did not export', None),
+    ('fold: a folded checkpoint', 'fold.py', ['--out_dir={root}/trun', '--ckpt=ckpt_folded.pt'], 'already folded', None),
+    ('diagnose: a split the data lacks', 'diagnose.py', ['--out_dir={root}/run', '--split=pile'],
+     'choose --split among the splits', None),
+    ('diagnose: plot not an image', 'diagnose.py', ['--out_dir={root}/run', '--plot={root}/plot.txt'],
+     'end it in .png, .pdf or .svg', None),
+    ('diagnose: token ids beyond the vocabulary', 'diagnose.py', ['--out_dir={root}/run', '--data_dir={root}/garbage',
+                                                                  '--split=train'], "beyond the model's vocabulary of 512", None),
+    ('gpu_check: ddp on fewer than two GPUs', 'gpu_check.py', ['--device=cpu', '--only=ddp', '--out_dir={root}/gc'],
+     'needs more than one CUDA GPU', None),
+    ('gpu_check: out_dir of another script', 'gpu_check.py', ['--device=cpu', '--out_dir={root}/run'],
+     'holds files that gpu_check.py did not write', None),
     ('evaluate: a TinyStories checkpoint', 'evaluate.py', ['--out_dir={root}/run', '--data_dir={data}',
                                                            '--device=cpu'], 'evaluate.py scores OpenWebText', None),
     ('evaluate: HF name without network', 'evaluate.py', ['--init_from=gpt2', '--data_dir={data}', '--device=cpu'],
@@ -213,6 +294,8 @@ def make_workspace(root, data_dir):
     """A finished Baseline run, data folders with one flaw each, and bad text, jsonl and config files."""
     run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/run', '--taper=none', '--aux_loss=none',
         '--max_iters=8', '--warmup_iters=2', '--lr_decay_iters=8', '--eval_interval=4')
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/trun')  # Internal-Taper, at g = 0
+    run('fold.py', f'--out_dir={root}/trun')
     shutil.copytree(f'{root}/run', f'{root}/badlog')
     lines = open(f'{root}/badlog/log.jsonl').read().splitlines()
     lines[1] = lines[1][:10]
@@ -244,6 +327,21 @@ def make_workspace(root, data_dir):
     shutil.copytree(data_dir, f'{root}/strmeta')
     meta = json.load(open(f'{root}/strmeta/meta.json'))
     json.dump(meta | {'vocab_size': '512'}, open(f'{root}/strmeta/meta.json', 'w'))
+    open(f'{root}/one_story.txt', 'w').write('Once upon a time there was one story only.\n')
+    shutil.copytree(f'{root}/run', f'{root}/nolog')
+    os.remove(f'{root}/nolog/log.jsonl')
+    shutil.copytree(f'{root}/run', f'{root}/listrow')
+    lines = open(f'{root}/listrow/log.jsonl').read().splitlines()
+    lines[1] = '[1, 2, 3]'
+    open(f'{root}/listrow/log.jsonl', 'w').write('\n'.join(lines) + '\n')
+    os.makedirs(f'{root}/owt')
+    json.dump(dict(vocab_size=50257, tokenizer='tiktoken', tokenizer_name='gpt2', eot_token=50256, dtype='uint16',
+                   source='elsewhere.jsonl', val_fraction=0.05), open(f'{root}/owt/meta.json', 'w'))
+    for split in ('train', 'val'):
+        open(f'{root}/owt/{split}.bin', 'wb').write(bytes(200))
+    open(f'{root}/pile_text.jsonl', 'w').write('{"input_ids": "464 3290"}\n')
+    open(f'{root}/pile_big.jsonl', 'w').write('{"input_ids": [464, 70000]}\n')
+    word_tokenizer(f'{root}/words', 10)
     open(f'{root}/badtype.py', 'w').write("batch_size = 'big'\n")
     open(f'{root}/badkey.py', 'w').write("learning_rat = 1e-3\n")
     open(f'{root}/badrange.py', 'w').write("n_layer = 0\n")

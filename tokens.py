@@ -8,6 +8,7 @@ carries (train.py's tokenizer_reference), turned back into encode and decode.
 
 import json
 import os
+import sys
 
 import numpy as np
 
@@ -74,3 +75,12 @@ def load_tokenizer(ref):
     import tiktoken
     enc = tiktoken.get_encoding(ref['name'])
     return (lambda text: enc.encode(text, allowed_special={'<|endoftext|>'}) or [enc.eot_token]), enc.decode
+
+
+if __name__ == '__main__':
+    if {'-h', '--help'} & set(sys.argv[1:]):
+        print(__doc__.strip())
+        sys.exit(0)
+    print("tokens.py is a module the scripts use to read token files, not a command: prepare data with "
+          "`python prepare_tinystories.py` or `python prepare_owt.py`", file=sys.stderr)
+    sys.exit(2)
