@@ -174,7 +174,8 @@ def checked_path(key, path):
         with tempfile.TemporaryFile(dir=parent):
             pass
     except OSError as e:
-        raise FlagError(f"{key}={path} cannot be written ({parent}: {e.strerror}): choose another folder") from None
+        raise FlagError(f"{key}={path} cannot be written: no file can be created in {parent} ({e.strerror}); "
+                        f"choose another folder") from None
     return path
 
 
@@ -232,6 +233,11 @@ def known(key, flags, prog, where):
 
 
 def read_file(path, values, flags, prog):
+    if os.path.isdir(path):
+        raise FlagError(f"{path} is a folder, not a config file: name a file such as config/taper_internal_512.py")
+    if not path.endswith('.py'):
+        raise FlagError(f"{path} is not a config file: a config file is Python (.py) that assigns values, "
+                        f"e.g. learning_rate = 3e-4")
     if not os.path.isfile(path):
         raise FlagError(f"config file {path} not found (arguments that are not --key=value name config files)")
     namespace = dict(values)
@@ -263,7 +269,7 @@ def read_file(path, values, flags, prog):
 def usage(flags, prog, doc, configs, positional):
     head = (f"usage: python {prog}" + (" [config.py ...]" if configs else "")
             + (f" {positional} [{positional} ...]" if positional else "") + " [--key=value ...]")
-    lines = [head, "", (doc or "").strip(), "", "flags (--key=value; a bare --key sets a boolean to True):"]
+    lines = [head, "", (doc or "").strip(), "", "flags (--key=value; a bare --key sets a boolean to True; a later value overrides an earlier one):"]
     for key, spec in flags.items():
         default = ','.join(map(str, spec.default)) if isinstance(spec.default, tuple) else spec.default
         shown = "required" if spec.required else f"default {default!r}"

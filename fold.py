@@ -251,6 +251,8 @@ def main(argv=None):
         idx, source = check_tokens(model.config, data_dir)
     except ValueError as e:
         fail(f"cannot check the fold on the run's validation text: {e}; prepare the data again")
+    if not all(torch.isfinite(t).all() for t in model.state_dict().values() if t.is_floating_point()):
+        fail(f"{path} holds non-finite weights: fold the last good checkpoint of the run instead")
     # every refusal is above: from here on fold.py writes
     diff = max_logit_diff(model, folded, idx)
     with torch.no_grad():
