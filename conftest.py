@@ -45,6 +45,39 @@ def run(script, *args, torchrun=0, check=True, env=None):
     return proc
 
 
+def train_namespace(*args):
+    """train.py run in this process, best with --eval_only (it builds the model, evaluates it once and
+    stops): its globals, so that a test calls the script's own functions (get_gate, get_step_batches)."""
+    import runpy
+    argv = sys.argv
+    sys.argv = ['train.py', *map(str, args)]
+    try:
+        return runpy.run_path(str(ROOT / 'train.py'))
+    finally:
+        sys.argv = argv
+
+
+def pretrained_layernorm_std(hf, batches):
+    """Baroni et al.'s pretrained sigma of every LayerNorm of transformers' GPT2LMHeadModel hf (in eval
+    mode), keyed by its name, written out from generate_std_dict.py: torch's std (N - 1) over every element of
+    positions 1.. of the LayerNorm's input, each token's vector centered first (TransformerLens's
+    centered writing weights, which that script runs with, do that centering), in float64."""
+    import torch
+    inputs = {}
+    hooks = [m.register_forward_pre_hook(lambda m, args, name=name: inputs.setdefault(name, []).append(args[0]))
+             for name, m in hf.named_modules() if isinstance(m, torch.nn.LayerNorm)]
+    with torch.no_grad():
+        for idx in batches:
+            hf(idx)
+    for hook in hooks:
+        hook.remove()
+    stds = {}
+    for name, hs in inputs.items():
+        h = torch.cat(hs).double()
+        stds[name] = (h - h.mean(-1, keepdim=True))[:, 1:].std().item()
+    return stds
+
+
 @pytest.fixture(scope='session')
 def data_dir(tmp_path_factory):
     """prepare_tinystories.py on the local sample, with a 512-token vocab."""

@@ -52,6 +52,8 @@ class GPTConfig:
     fakeln: bool = False         # Baroni et al.'s protocol: every LayerNorm is a FakeLN, removed on
                                  # a schedule; ln_1 is removed on its Q/K and V paths apart
     fakeln_momentum: float = 0.9  # weight on the old value of FakeLN's sigma EMA, per forward
+    fakeln_sigma: str = 'live'   # where a removed FakeLN's sigma_avg comes from: 'live' | 'live_shared'
+                                 # | 'pretrained' (FakeLN's docstring)
     folded: bool = False         # fold.py's output: removed norms are identities, their fixed maps
                                  # live in the next linear layers (and an untied head when ln_f was)
 
@@ -62,7 +64,8 @@ class GPTConfig:
 
     def __post_init__(self):
         choices = dict(arch=('llama', 'gpt2'), norm=('rmsnorm', 'layernorm', 'dyt'),
-                       taper=('none', 'internal', 'all'), aux_loss=('none', 'fixed', 'baroni'))
+                       taper=('none', 'internal', 'all'), aux_loss=('none', 'fixed', 'baroni'),
+                       fakeln_sigma=('live', 'live_shared', 'pretrained'))
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
                 raise ValueError(f"{key}={getattr(self, key)!r} is not one of {allowed}")
@@ -172,8 +175,9 @@ class EMA(nn.Module):
         self.pending_sum.zero_()
         self.pending_count.zero_()
 
-    def corrected(self):
-        if self.n.item() == 0:
+    def corrected(self, check=True):
+        """check=False skips the read of n (a device sync) for a caller that has just stepped it."""
+        if check and self.n.item() == 0:
             raise RuntimeError("an EMA was read before any update: run training steps at g = 1 "
                                "before start_taper()")
         return self.value / (1 - (1 - self.rate) ** self.n)
@@ -241,16 +245,22 @@ class TaperLN(Taper, LayerNorm):
 class FakeLN(LayerNorm):
     """
     Baroni et al.'s LayerNorm removal, run here as the comparison protocol. A real LayerNorm until
-    removed; from then on FakeLN(h) = (h - mu_h) / sigma_avg D_gamma + beta, with sigma_avg a scalar
-    frozen at removal. Until then every training forward moves an EMA of the batch-mean sigma_h over
-    all positions, with weight `momentum` on the old value (Baroni's live EMA, bias-corrected here).
+    removed; from then on FakeLN(h) = (h - mu_h) / sigma_avg D_gamma + beta, with sigma_avg a scalar.
     paths: how many consumers remove this layer at different steps. ln_1 has two, the Q/K path (0)
-    and the V path (1): one gamma and beta, one sigma EMA, a frozen sigma_avg per path; forward then
-    returns one output per path.
+    and the V path (1): one gamma and beta, one sigma EMA, a sigma_avg per path; forward then returns
+    one output per path. Where sigma_avg comes from (`sigma`; Baroni's EXP_RECOMPUTE_STD_ON_REAL):
+      'live'         our choice: until removal every training forward moves an EMA of the batch-mean
+                     sigma_h over all positions, with weight `momentum` on the old value (bias-corrected
+                     here); each path freezes its own sigma_avg from it at its own removal.
+      'live_shared'  his "1": the same EMA, but ln_1's paths share one sigma: a removed Q/K path follows
+                     the EMA until the V path is removed, and both end with the same sigma_avg.
+      'pretrained'   his default "0": one sigma per layer, measured on the model as it starts
+                     (GPT.measure_pretrained_sigma) and used by every path at its removal; no EMA.
     """
 
-    def __init__(self, ndim, eps=1e-5, bias=True, momentum=0.9, paths=1):
+    def __init__(self, ndim, eps=1e-5, bias=True, momentum=0.9, paths=1, sigma='live'):
         super().__init__(ndim, eps=eps, bias=bias)
+        self.sigma = sigma
         self.sigma_ema = EMA(1.0 - momentum)
         self.register_buffer('sigma_avg', torch.zeros(paths))
         self.register_buffer('removed_at', torch.full((paths,), -1))  # the training step of removal
@@ -258,7 +268,7 @@ class FakeLN(LayerNorm):
         self.tracking = True  # False while activation checkpointing recomputes a forward
 
     def forward(self, h):
-        if self.training and self.tracking and not all(self.removed):
+        if self.training and self.tracking and self.sigma != 'pretrained' and not all(self.removed):
             self.track(h)
         real = None if all(self.removed) else super().forward(h)
         ys = [self.affine(self.center(h), self.fixed_scale(p)) if removed else real
@@ -268,6 +278,8 @@ class FakeLN(LayerNorm):
     @torch.no_grad()
     def track(self, h):
         self.sigma_ema.step(self.scale(h).mean())
+        if self.sigma == 'live_shared' and any(self.removed):  # the removed path reads the live sigma
+            self.sigma_avg.fill_(self.sigma_ema.corrected(check=False))
 
     def fixed_scale(self, path=0):
         """The per-feature scaling of a removed path, gamma / sigma_avg; fold.py folds it away."""
@@ -275,12 +287,21 @@ class FakeLN(LayerNorm):
 
     @torch.no_grad()
     def remove(self, step, path=0):
-        """Freeze sigma_avg for one path; under DDP the ranks' EMAs are averaged, so all agree."""
-        sigma = self.sigma_ema.corrected()
-        if dist.is_available() and dist.is_initialized():
-            dist.all_reduce(sigma)  # gloo has no AVG
-            sigma /= dist.get_world_size()
-        self.sigma_avg[path] = sigma
+        """Remove one path. A live sigma_avg is taken from the EMA now (under DDP the ranks' EMAs are
+        averaged, so all agree); a pretrained one was measured before the first step."""
+        if self.sigma == 'pretrained':
+            if not self.sigma_avg.all():
+                raise RuntimeError("fakeln_sigma='pretrained' needs GPT.measure_pretrained_sigma() before "
+                                   "the first removal")
+        else:
+            sigma = self.sigma_ema.corrected()
+            if dist.is_available() and dist.is_initialized():
+                dist.all_reduce(sigma)  # gloo has no AVG
+                sigma /= dist.get_world_size()
+            if self.sigma == 'live_shared':
+                self.sigma_avg.fill_(sigma)
+            else:
+                self.sigma_avg[path] = sigma
         self.removed_at[path] = step
         self.removed[path] = True
 
@@ -483,7 +504,8 @@ def make_norm(config, tapered, gate, role=None, paths=1):
     if (tapered or config.fakeln) and config.folded:
         return nn.Identity()
     if config.fakeln:
-        return FakeLN(config.n_embd, momentum=config.fakeln_momentum, paths=paths, **kwargs)
+        return FakeLN(config.n_embd, momentum=config.fakeln_momentum, paths=paths, sigma=config.fakeln_sigma,
+                      **kwargs)
     if not tapered:
         return plain(config.n_embd, **kwargs)
     taper = TaperNorm if config.norm == 'rmsnorm' else TaperLN
@@ -631,6 +653,44 @@ class GPT(nn.Module):
             m.normalizing = g > 0.0
         for m in self.fakelns():
             m.removed = (m.removed_at >= 0).tolist()
+
+    @torch.no_grad()
+    def measure_pretrained_sigma(self, batches):
+        """
+        fakeln_sigma='pretrained': before the first step, every FakeLN's sigma_avg (all its paths) is
+        the spread of its own input in the model as it starts, in eval mode, over the token batches
+        given (B, T), positions 1..T-1:
+            sigma = sqrt( sum_{b, t>=1, i} (h_bti - mu_bt)^2 / (N - 1) ),   N = B (T - 1) d.
+        This is Baroni et al.'s statistic (generate_std_dict.py: torch's std over every element of
+        positions 1.. of TransformerLens's residual stream, whose centered writing weights make each
+        token's vector zero-mean): the root of the mean per-token variance, not the mean of sigma_h,
+        and no eps. Theirs comes from one random training block; ours from the step's batch. Under
+        DDP the ranks' sums are added, so every rank holds the same sigma_avg.
+        """
+        norms = self.fakelns()
+        sums = torch.zeros(len(norms), 2, dtype=torch.float64, device=self.gate.device)  # sum of squares, N
+
+        def observe(i):
+            def hook(module, args):
+                h = args[0][:, 1:].double()
+                sums[i, 0] += (h - h.mean(-1, keepdim=True)).pow(2).sum()
+                sums[i, 1] += h.numel()
+            return hook
+
+        hooks = [m.register_forward_pre_hook(observe(i)) for i, m in enumerate(norms)]
+        was_training = self.training
+        self.eval()
+        try:
+            for idx in batches:
+                self(idx)  # the model's own forward: FSDP gathers its weights there
+        finally:
+            self.train(was_training)
+            for hook in hooks:
+                hook.remove()
+        if dist.is_available() and dist.is_initialized():
+            dist.all_reduce(sums)
+        for m, (squares, n) in zip(norms, sums):
+            m.sigma_avg.fill_(torch.sqrt(squares / (n - 1)))
 
     # --- forward ---------------------------------------------------------------------------
 
@@ -792,11 +852,15 @@ class GPT(nn.Module):
 
     # --- training helpers --------------------------------------------------------------------
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        """AdamW; matrices and embeddings decay, gains and biases (gamma, gammatilde, beta) do not."""
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, decay_fakeln_weight=False):
+        """AdamW; matrices and embeddings decay, gains and biases (gamma, gammatilde, beta) do not, but
+        with decay_fakeln_weight FakeLN's gamma does, as under Baroni et al.'s HF Trainer (transformers
+        4.48 exempts only nn.LayerNorm members and names holding "bias"; their FakeLN is no nn.LayerNorm)."""
         params = [p for p in self.parameters() if p.requires_grad]
-        groups = [dict(params=[p for p in params if p.dim() >= 2], weight_decay=weight_decay),
-                  dict(params=[p for p in params if p.dim() < 2], weight_decay=0.0)]
+        gains = {id(m.weight) for m in self.fakelns()} if decay_fakeln_weight else set()
+        decays = [p.dim() >= 2 or id(p) in gains for p in params]
+        groups = [dict(params=[p for p, d in zip(params, decays) if d], weight_decay=weight_decay),
+                  dict(params=[p for p, d in zip(params, decays) if not d], weight_decay=0.0)]
         fused = device_type == 'cuda'
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
 
@@ -820,6 +884,7 @@ def greedy_step(decode, token, input_pos):
     token.copy_(logits.argmax(dim=-1, keepdim=True))
     input_pos.add_(1)
     return logits
+
 
 if __name__ == '__main__':
     if {'-h', '--help'} & set(sys.argv[1:]):

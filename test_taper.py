@@ -3,13 +3,16 @@ Numerical checks of the paper's claims, run against the code in this repository.
 Each test names the equation, proposition or equivalence it checks. Run: python -m pytest
 """
 
+import math
 from dataclasses import asdict
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from conftest import pretrained_layernorm_std, train_namespace
 from hf import from_pretrained
 from model import (GPT, EMA, GPTConfig, LayerNorm, RMSNorm, TaperLN, TaperNorm, fixed_target_loss)
 
@@ -418,6 +421,31 @@ def test_during_taper_gamma_and_gammatilde_train_c_and_gate_do_not(norm):
             assert torch.equal(b, frozen[n]), n
 
 
+# --- 8. the gate schedule g(k), through train.py's own function --------------------------------------
+
+def test_gate_is_one_then_a_half_cosine_to_zero_at_the_exact_steps(tmp_path):
+    """Sec. 3.3: g(k) = 1 for k < k_s, 1/2 (1 + cos(pi (k - k_s) / (k_e - k_s))) for k_s <= k < k_e and
+    0 from k_e on, written out in float64, against train.py's get_gate (the script run in this process,
+    --eval_only, on a throwaway model and random tokens). g(k_s) = 1, so the gate first drops below 1
+    at k_s + 1; the half cosine is symmetric, g(k_s + j) + g(k_e - j) = 1, with 1/2 at the midpoint."""
+    ks, ke = 5, 17
+    np.random.default_rng(0).integers(0, 64, 4096).astype(np.uint16).tofile(tmp_path / 'train.bin')
+    (tmp_path / 'val.bin').write_bytes((tmp_path / 'train.bin').read_bytes())
+    script = train_namespace('--device=cpu', '--vocab_size=64', '--n_layer=1', '--n_head=2', '--n_embd=16',
+                             '--block_size=16', '--batch_size=2', '--eval_iters=1', '--max_iters=30',
+                             '--warmup_iters=5', '--lr_decay_iters=30', f'--taper_start={ks}', f'--taper_end={ke}',
+                             f'--data_dir={tmp_path}', f'--out_dir={tmp_path / "out"}', '--eval_only')
+    steps = range(ke + 5)
+    paper = [1.0 if k < ks else 0.0 if k >= ke else 0.5 * (1 + math.cos(math.pi * (k - ks) / (ke - ks)))
+             for k in steps]
+    gate = [script['get_gate'](k) for k in steps]
+    assert gate == pytest.approx(paper, rel=0, abs=1e-15)
+    assert min(k for k in steps if gate[k] < 1) == ks + 1 and gate[ks] == 1.0
+    assert min(k for k in steps if gate[k] == 0) == ke and all(g == 0 for g in gate[ke:])
+    assert all(gate[ks + j] + gate[ke - j] == pytest.approx(1, abs=1e-15) for j in range(ke - ks + 1))
+    assert gate[(ks + ke) // 2] == pytest.approx(0.5, abs=1e-15)
+
+
 # --- the model's own bookkeeping ------------------------------------------------------------------
 
 def test_fixed_target_is_frozen_bias_corrected_ema_of_prelogit_scale():
@@ -585,6 +613,12 @@ def test_folded_all_taper_gpt2_exports_to_transformers(tmp_path):
 
 # --- FakeLN (Baroni et al.), the comparison protocol ------------------------------------------------
 
+def ema_written_out(xs, m):
+    """The bias-corrected EMA of xs with weight m on the old value: sum_k (1 - m) m^(n-1-k) x_k / (1 - m^n)."""
+    n = len(xs)
+    return sum((1 - m) * m ** (n - 1 - k) * x for k, x in enumerate(xs)) / (1 - m ** n)
+
+
 def test_fakeln_is_layernorm_until_removed_then_a_fixed_map():
     """Baroni et al.'s FakeLN: a LayerNorm whose sigma EMA moves on every training forward, with
     weight `momentum` on the old value, by the mean sigma_h over all positions (written out here,
@@ -599,10 +633,7 @@ def test_fakeln_is_layernorm_until_removed_then_a_fixed_map():
     layer_norm = lambda h: F.layer_norm(h, (D,), norm.weight, norm.bias, eps)
     fixed = lambda h, sigma: (h - h.mean(-1, keepdim=True)) / sigma * norm.weight + norm.bias
     means = []
-
-    def sigma_ema():  # bias-corrected: sum_k (1 - m) m^(n-1-k) x_k / (1 - m^n)
-        n = len(means)
-        return sum((1 - m) * m ** (n - 1 - k) * x for k, x in enumerate(means)) / (1 - m ** n)
+    sigma_ema = lambda: ema_written_out(means, m)
 
     def forward(k):
         h = (1 + k) * torch.randn(2, 5, D, dtype=torch.float64)
@@ -632,6 +663,130 @@ def test_fakeln_is_layernorm_until_removed_then_a_fixed_map():
     qk, v = norm(h)
     torch.testing.assert_close(qk, fixed(h, sigma_qk))
     torch.testing.assert_close(v, fixed(h, sigma_ema()))
+
+
+def test_fakeln_live_shared_sigma_ends_both_ln1_paths_with_one_sigma():
+    """fakeln_sigma='live_shared', Baroni et al.'s EXP_RECOMPUTE_STD_ON_REAL=1: ln_1's two paths read
+    one sigma. Once the Q/K path is removed it follows the live EMA (written out, bias-corrected) on
+    every training forward while the V path is still a LayerNorm; when the V path goes, both paths hold
+    the EMA's value at that moment and are one map. ('live' keeps the Q/K sigma of its own removal.)"""
+    from model import FakeLN
+    torch.manual_seed(0)
+    m, eps = 0.9, 1e-5
+    norm = random_affine(FakeLN(D, eps=eps, momentum=m, paths=2, sigma='live_shared').double()).train()
+    fixed = lambda h, sigma: (h - h.mean(-1, keepdim=True)) / sigma * norm.weight + norm.bias
+    means = []
+
+    def forward(k):
+        h = (1 + k) * torch.randn(2, 5, D, dtype=torch.float64)  # a sigma that moves from step to step
+        means.append(torch.sqrt(h.var(-1, unbiased=False) + eps).mean().item())
+        return h, norm(h)
+
+    for k in range(3):
+        forward(k)
+    norm.remove(step=3, path=0)
+    for k in range(3, 6):
+        h, (qk, v) = forward(k)
+        torch.testing.assert_close(qk, fixed(h, ema_written_out(means, m)))
+        torch.testing.assert_close(v, F.layer_norm(h, (D,), norm.weight, norm.bias, eps))
+    norm.remove(step=6, path=1)
+    assert norm.sigma_avg.tolist() == pytest.approx([ema_written_out(means, m)] * 2, rel=1e-12)
+    h = torch.randn(2, 5, D, dtype=torch.float64)
+    qk, v = norm(h)
+    torch.testing.assert_close(qk, v, rtol=0, atol=0)
+
+
+def test_fakeln_pretrained_sigma_is_the_std_of_each_layernorms_input_in_the_pretrained_model(hf_gpt2_dir):
+    """fakeln_sigma='pretrained', Baroni et al.'s default (EXP_RECOMPUTE_STD_ON_REAL=0): before any
+    step each FakeLN takes one sigma from the pretrained model, in eval mode: torch's std over every
+    element of positions 1.. of its own input, each token centered first (generate_std_dict.py;
+    reference: the inputs of transformers' own ln_1, ln_2 and ln_f). Both ln_1 paths use it, and
+    training forwards and removals leave it as it is."""
+    from transformers import GPT2LMHeadModel
+    torch.manual_seed(0)
+    batches = [torch.randint(0, 97, (2, 24)) for _ in range(2)]
+    expected = pretrained_layernorm_std(GPT2LMHeadModel.from_pretrained(hf_gpt2_dir).eval(), batches)
+    model = from_pretrained(hf_gpt2_dir, fakeln=True, fakeln_sigma='pretrained', aux_loss='baroni').train()
+    with pytest.raises(RuntimeError, match='measure_pretrained_sigma'):
+        model.transformer.ln_f.remove(step=0)
+    model.measure_pretrained_sigma(batches)
+    assert model.training and len(expected) == 5
+    for name, sigma in expected.items():
+        assert model.get_submodule(name).sigma_avg.tolist() == pytest.approx([sigma] * (1 + name.endswith('ln_1')),
+                                                                             rel=1e-6), name
+    measured = [m.sigma_avg.clone() for m in model.fakelns()]
+    for step, idx in enumerate(batches * 3):
+        model(idx, idx)[1].backward()
+        for m in model.fakelns():
+            m.remove(step, path=step % len(m.removed))
+    assert all(all(m.removed) and torch.equal(m.sigma_avg, s) for m, s in zip(model.fakelns(), measured))
+
+
+def test_baroni_aux_loss_value_and_gradient_through_the_forward():
+    """Baroni et al.'s aux loss (App. D), L = lambda mean_{b,t} (sigma_bt - sigma_hat)^2, on the INPUT h
+    of ln_f: sigma_bt = sqrt(mean_i (h_bti - mu_bt)^2 + eps), sigma_hat the mean of sigma over the
+    positions that are neither position 0 nor end-of-text (GPT-2 pads with end-of-text), detached.
+    Written out in float64 with its gradient in closed form,
+        dL/dh_bti = lambda 2 (sigma_bt - sigma_hat) / (B T) (h_bti - mu_bt) / (d sigma_bt),
+    and checked against the model's forward and backward, on a batch whose position 0 and end-of-text
+    tokens carry outlying sigma, so that counting either in sigma_hat moves the loss."""
+    torch.manual_seed(0)
+    eot, lam, eps = 63, 0.1, 1e-5
+    model = GPT(tiny_config(arch='gpt2', norm='layernorm', fakeln=True, aux_loss='baroni', aux_weight=lam,
+                            eot_token=eot)).double().eval()
+    with torch.no_grad():
+        model.transformer.wte.weight[[0, eot]] *= 40  # the residual streams of these tokens stand out
+    idx = torch.randint(1, eot, (3, 24))
+    idx[:, 0] = 0
+    idx[0, 7] = idx[2, 15] = eot
+    inputs = []
+    model.transformer.ln_f.register_forward_pre_hook(lambda m, args: inputs.append(args[0]) or args[0].retain_grad())
+
+    def aux_and_grad(mode):  # the loss's aux term, and the gradient of the whole loss on ln_f's input
+        model.config.aux_loss = mode
+        _, loss, stats = model(idx, idx, return_stats=True)
+        loss.backward()
+        return stats['aux'].item(), inputs[-1].grad
+
+    value, grad_with = aux_and_grad('baroni')
+    grad_aux = grad_with - aux_and_grad('none')[1]  # the CE's gradient is the same in both
+    h = inputs[0].detach()
+    centered = h - h.mean(-1, keepdim=True)
+    sigma = torch.sqrt(centered.pow(2).mean(-1) + eps)
+    keep = idx != eot
+    keep[:, 0] = False
+
+    def paper(kept):
+        return lam * (sigma - sigma[kept].mean()).pow(2).mean().item()
+
+    assert value == pytest.approx(paper(keep), rel=1e-10)
+    expected = lam * 2 * (sigma - sigma[keep].mean())[..., None] / sigma.numel() * centered / (h.size(-1) * sigma[..., None])
+    torch.testing.assert_close(grad_aux, expected, rtol=1e-8, atol=1e-12 * expected.abs().max().item())
+    with_first, with_eot = keep.clone(), keep | (idx == eot)
+    with_first[:, 0] = True
+    print(f"Baroni aux {value:.6g}; sigma_hat with position 0: {paper(with_first):.6g}, with end-of-text: "
+          f"{paper(with_eot):.6g}")
+    assert abs(paper(with_first) - value) > 0.02 * value and abs(paper(with_eot) - value) > 0.02 * value
+
+
+def test_decay_fakeln_weight_decays_fakelns_gamma_as_baronis_trainer_does():
+    """Baroni et al.'s HF Trainer (transformers 4.48) decays every parameter except nn.LayerNorm members
+    and names holding "bias"; their FakeLN is no nn.LayerNorm, so its gamma decays. With
+    decay_fakeln_weight the decayed set is exactly that, and one AdamW step with zero gradients
+    shrinks gamma by (1 - lr wd); without it, gains and biases never decay."""
+    model = GPT(tiny_config(arch='gpt2', norm='layernorm', fakeln=True))
+    names = {id(p): n for n, p in model.named_parameters()}
+    for decay_weight, decayed in ((True, {n for n in names.values() if 'bias' not in n}),
+                                  (False, {n for n, p in model.named_parameters() if p.dim() >= 2})):
+        optimizer = model.configure_optimizers(0.01, 0.1, (0.9, 0.999), 'cpu', decay_fakeln_weight=decay_weight)
+        assert {names[id(p)] for g in optimizer.param_groups if g['weight_decay'] for p in g['params']} == decayed
+    gamma = model.transformer.ln_f.weight
+    before = gamma.detach().clone()
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    optimizer = model.configure_optimizers(0.01, 0.1, (0.9, 0.999), 'cpu', decay_fakeln_weight=True)
+    optimizer.step()
+    torch.testing.assert_close(gamma.detach(), before * (1 - 0.1 * 0.01), rtol=1e-7, atol=0)
 
 
 def test_fakeln_gpt2_has_gpt2s_parameters_and_its_ema_follows_every_forward(hf_gpt2_dir):

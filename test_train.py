@@ -6,7 +6,6 @@ every setting of the paper, exact resume, DDP, the errors a user can cause, and 
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import torch
 import prepare_tinystories
 from model import GPT
 
-from conftest import ROOT, SHARED, TINY, require_shared, run
+from conftest import ROOT, SHARED, TINY, pretrained_layernorm_std, require_shared, run, train_namespace
 from memory import resolve
 
 
@@ -439,6 +438,33 @@ def test_resume_between_and_after_fakeln_removals_continues_the_same_run_bitwise
     assert_same_run(finetuned / 'fakeln', tmp_path)
 
 
+def test_fakeln_with_baronis_pretrained_sigma_removes_every_layernorm_then_folds_and_exports(
+        owt_dir, tiny_gpt2, tmp_path):
+    """The S FakeLN config with --fakeln_sigma=pretrained (Baroni et al.'s default) on local tiny GPT-2
+    weights: every LayerNorm is removed on schedule with the sigma the pretrained model gives on the
+    first step's batch (generate_std_dict.py's statistic, taken from transformers' own GPT2LMHeadModel),
+    both ln_1 paths with the same; fold.py folds the run and exports it, and transformers' logits on
+    the export are the run's."""
+    from transformers import GPT2LMHeadModel
+    common = [ROOT / 'config' / 'finetune_gpt2_s_fakeln.py', *FINETUNE_TINY, f'--init_from={tiny_gpt2}',
+              f'--data_dir={owt_dir}']
+    run('train.py', *common, '--fakeln_sigma=pretrained', f'--out_dir={tmp_path / "run"}')
+    model = GPT.from_checkpoint(str(tmp_path / 'run' / 'ckpt.pt')).eval()
+    assert model.config.fakeln_sigma == 'pretrained' and all(all(m.removed) for m in model.fakelns())
+    first_step = train_namespace(*common, f'--out_dir={tmp_path / "probe"}', '--eval_only')['get_step_batches'](0)
+    expected = pretrained_layernorm_std(GPT2LMHeadModel.from_pretrained(tiny_gpt2).eval(), [x for x, _ in first_step])
+    assert len(expected) == 5  # ln_1, ln_2 of two blocks, ln_f
+    for name, sigma in expected.items():
+        assert model.get_submodule(name).sigma_avg.tolist() == pytest.approx([sigma] * (1 + name.endswith('ln_1')),
+                                                                             rel=1e-5), name
+    run('fold.py', f'--out_dir={tmp_path / "run"}', f'--export_hf={tmp_path / "hf"}')
+    idx = first_step[0][0]
+    with torch.no_grad():
+        ours = model(idx)[0]
+        theirs = GPT2LMHeadModel.from_pretrained(tmp_path / 'hf').eval()(idx).logits
+    torch.testing.assert_close(theirs, ours, rtol=0, atol=1e-5 * ours.abs().max().item())
+
+
 def test_evaluate_script_prints_table3(finetuned, owt_dir):
     """evaluate.py scores OWT-val, Pile and Pile-filtered as the mean CE over 1024-token chunks (1023
     predictions each, end-of-text targets included), in full batches only, as Baroni et al.'s
@@ -472,7 +498,8 @@ def test_evaluate_script_prints_table3(finetuned, owt_dir):
 def test_finetune_configs_follow_baronis_released_runs():
     """Where App. D is silent the GPT-2 configs take Baroni et al.'s released settings: AdamW betas
     (0.9, 0.999), dropout 0.1, shuffled 1024-token blocks, end-of-text targets masked, FakeLN momentum
-    0.9 / 0.9 / 0.9^(28/32) / 0.9^(18/32) and a 15-step warmup for L; TinyStories keeps App. C's."""
+    0.9 / 0.9 / 0.9^(28/32) / 0.9^(18/32), FakeLN's gamma weight-decayed, and a 15-step warmup for the
+    L rows taken from Baroni (Vanilla, FakeLN); the TaperLN rows keep App. D's, TinyStories App. C's."""
     momentum = {'s': 0.9, 'm': 0.9, 'l': 0.912, 'xl': 0.942}
     warmup = {'s': 25, 'm': 10, 'l': 30, 'xl': 20}
     for size in momentum:
@@ -480,9 +507,11 @@ def test_finetune_configs_follow_baronis_released_runs():
             cfg = resolve([str(ROOT / 'config' / f'finetune_gpt2_{size}_{proto}.py')])
             assert (cfg['beta1'], cfg['beta2'], cfg['dropout']) == (0.9, 0.999, 0.1)
             assert (cfg['data_layout'], cfg['mask_eot_targets'], cfg['block_size']) == ('blocks', True, 1024)
-            assert cfg['warmup_iters'] == (15 if (size, proto) == ('l', 'fakeln') else warmup[size])
+            assert cfg['warmup_iters'] == (15 if size == 'l' and proto in ('vanilla', 'fakeln') else warmup[size])
+            assert cfg['decay_fakeln_weight'] == (proto == 'fakeln')
             if proto == 'fakeln':
                 assert cfg['fakeln_momentum'] == pytest.approx(momentum[size], abs=5e-4)
+                assert cfg['fakeln_sigma'] == 'live'
     defaults = resolve([])
     assert (defaults['beta2'], defaults['dropout'], defaults['data_layout'], defaults['mask_eot_targets']) == \
         (0.95, 0.0, 'random', False)
@@ -492,15 +521,9 @@ def test_block_layout_reads_each_block_once_per_epoch_and_masks_end_of_text(owt_
     """data_layout='blocks' (App. D): the training stream is cut into non-overlapping blocks; an epoch
     visits each once, in a shuffled order; a block predicts its own tokens 2..T; with mask_eot_targets
     end-of-text targets are -1, left out of the loss."""
-    import runpy
-    argv = sys.argv
-    sys.argv = ['train.py', str(ROOT / 'config' / 'finetune_gpt2_s_vanilla.py'), *FINETUNE_TINY,
-                f'--init_from={tiny_gpt2}', f'--data_dir={owt_dir}', f'--out_dir={tmp_path}',
-                '--batch_size=64', '--gradient_accumulation_steps=2', '--eval_only']
-    try:
-        script = runpy.run_path(str(ROOT / 'train.py'))
-    finally:
-        sys.argv = argv
+    script = train_namespace(ROOT / 'config' / 'finetune_gpt2_s_vanilla.py', *FINETUNE_TINY, f'--init_from={tiny_gpt2}',
+                             f'--data_dir={owt_dir}', f'--out_dir={tmp_path}', '--batch_size=64',
+                             '--gradient_accumulation_steps=2', '--eval_only')
     T = 64
     data = np.memmap(owt_dir / 'train.bin', dtype=np.uint16, mode='r').astype(np.int64)
     index = {data[i:i + T].tobytes(): i // T for i in range(0, len(data) - T + 1, T)}

@@ -11,11 +11,13 @@ every step, and tapered models evaluated at g = 0.
 """
 
 import atexit
+import difflib
 import functools
 import json
 import math
 import os
 import re
+import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -70,7 +72,7 @@ mask_eot_targets = flag(False, "leave end-of-text targets out of the loss (Baron
 # model
 arch = flag('llama', "block layout", choices=('llama', 'gpt2'))
 vocab_size = flag(10000, "embedding rows; at least the data's vocabulary", min=1)
-n_layer = flag(8, "blocks", min=1)
+n_layer = flag(8, "transformer blocks", min=1)
 n_head = flag(16, "attention heads", min=1)
 n_embd = flag(512, "model width d", min=1)
 n_kv_head = flag(0, "key/value heads of grouped-query attention (0: n_head)", min=0)
@@ -87,17 +89,23 @@ aux_weight = flag(0.1, "lambda, the scale loss's weight", min=0)
 ema_rate = flag(0.01, "mu, the EMA's weight on each new sample", above=0, max=1)
 # FakeLN, Baroni et al.'s protocol (GPT-2): layer i's ln_2 is removed at step start[0] + i gap[0],
 # then ln_1 on the Q/K path (start[1], gap[1]), on the V path (start[2], gap[2]), then ln_f at
-# start[3]; sigma's EMA moves every forward with this weight on its old value
+# start[3]; sigma_avg comes from an EMA that moves every training forward, or from the starting model
 fakeln = flag(False, "replace every LayerNorm by Baroni et al.'s FakeLN, removed step by step")
 fakeln_start = flag((20, 44, 68, 104), "removal steps of the first ln_2, ln_1 (Q/K), ln_1 (V), and ln_f",
                     items=int, length=4, min=0)
 fakeln_gap = flag((2, 2, 3), "steps between layers' removals of ln_2, ln_1 (Q/K), ln_1 (V)",
                   items=int, length=3, min=0)
 fakeln_momentum = flag(0.9, "the weight of sigma's EMA on its old value", min=0, below=1)
+fakeln_sigma = flag('live', "a removed FakeLN's sigma_avg: 'live', our choice, the EMA, each ln_1 path "
+                    "frozen at its own removal; 'live_shared', Baroni's EXP_RECOMPUTE_STD_ON_REAL=1, the EMA "
+                    "with ln_1's paths sharing one sigma; 'pretrained', his default, measured on the starting "
+                    "model over the first step's batch", choices=('live', 'live_shared', 'pretrained'))
 # AdamW, linear warmup then cosine decay
 learning_rate = flag(3e-4, "peak learning rate", above=0)
 max_iters = flag(1_000_000, "optimizer steps in the run", min=1)
-weight_decay = flag(0.0, "AdamW's decoupled weight decay (2-D weights only)", min=0)
+weight_decay = flag(0.0, "AdamW's decoupled weight decay (2-D weights only, unless decay_fakeln_weight)", min=0)
+decay_fakeln_weight = flag(False, "also decay FakeLN's gamma, as Baroni et al.'s HF Trainer does (it exempts "
+                           "only nn.LayerNorm members and biases)")
 beta1 = flag(0.9, "AdamW's beta1", min=0, below=1)
 beta2 = flag(0.95, "AdamW's beta2", min=0, below=1)
 grad_clip = flag(1.0, "global gradient-norm clip (0 disables)", min=0)
@@ -170,11 +178,14 @@ def check_config():
     try:
         GPTConfig(arch=arch, norm=norm, taper=taper, aux_loss=aux_loss, fakeln=fakeln, n_embd=n_embd,
                   n_head=n_head, n_kv_head=n_kv_head, tied_head=tied_head, dropout=dropout,
-                  fakeln_momentum=fakeln_momentum)
+                  fakeln_momentum=fakeln_momentum, fakeln_sigma=fakeln_sigma)
     except ValueError as e:
         fail(f"{e}: fix the config")
-    if init_from.lower() in ('scratch', 'resume') and init_from not in ('scratch', 'resume'):
-        fail(f"init_from={init_from!r} is not a model name: did you mean --init_from={init_from.lower()}?")
+    close = difflib.get_close_matches(init_from.lower(), ['scratch', 'resume'], n=1, cutoff=0.7)
+    if close and init_from not in ('scratch', 'resume'):
+        fail(f"init_from={init_from!r} is not a model name: did you mean --init_from={close[0]}?")
+    if overwrite and init_from == 'resume':
+        fail("--overwrite starts again over out_dir's run and --init_from=resume continues it: choose one")
     if not re.fullmatch(r'cpu|cuda(:\d+)?', device):
         fail(f"device={device!r} is not supported: use 'cuda', 'cuda:N' or 'cpu'")
     if device.startswith('cuda') and not torch.cuda.is_available() and not memory_plan:
@@ -281,7 +292,7 @@ if mask_eot_targets and 'eot_token' not in meta:
          f"`python prepare_owt.py` or set --mask_eot_targets=False")
 
 
-def tokenizer_reference():
+def read_tokenizer_reference():
     """What sample.py needs to decode this run's tokens, stored in every checkpoint."""
     if meta.get('tokenizer') == 'hf':  # the tokenizer prepare_owt.py --tokenizer saved beside the data
         with open(os.path.join(data_dir, meta['tokenizer_dir'], 'tokenizer.json'), encoding='utf-8') as f:
@@ -293,6 +304,23 @@ def tokenizer_reference():
             model_bytes = f.read()
         return dict(kind='sentencepiece', model=torch.frombuffer(bytearray(model_bytes), dtype=torch.uint8))
     return None
+
+
+try:
+    tokenizer = read_tokenizer_reference()  # up front: a data folder without its tokenizer stops here
+except (OSError, KeyError) as e:
+    fail(f"{data_dir} lacks its tokenizer ({e}): prepare the data again with `python {prepare_cmd}`")
+
+
+def same_tokenizer(a, b):
+    """Whether two tokenizer references decode ids alike (a checkpoint from before references: yes)."""
+    if a is None or b is None:
+        return True
+    if a.get('kind') != b.get('kind'):
+        return False
+    if a['kind'] == 'sentencepiece':
+        return torch.equal(torch.as_tensor(a['model']), torch.as_tensor(b['model']))
+    return a.get('json', a.get('name')) == b.get('json', b.get('name'))
 
 
 def windows(split, ix):
@@ -385,7 +413,7 @@ model_args = dict(arch=arch, block_size=block_size, vocab_size=vocab_size, n_lay
                   n_head=n_head, n_embd=n_embd, n_kv_head=n_kv_head, mlp_hidden=mlp_hidden,
                   tied_head=tied_head, norm=norm, taper=taper, aux_loss=aux_loss,
                   aux_weight=aux_weight, ema_rate=ema_rate, dropout=dropout, fakeln=fakeln,
-                  fakeln_momentum=fakeln_momentum)
+                  fakeln_momentum=fakeln_momentum, fakeln_sigma=fakeln_sigma)
 iter_num = 0
 checkpoint = None
 last_saved = None  # the iteration of the checkpoint on disk that this run may fall back to
@@ -400,6 +428,9 @@ elif init_from == 'resume':
         fail(f"cannot resume: {e}")
     if block_size > model.config.block_size:
         fail(f"cannot resume: block_size={block_size} exceeds the checkpoint's context of {model.config.block_size}")
+    if not same_tokenizer(checkpoint.get('tokenizer'), tokenizer):
+        fail(f"cannot resume: {data_dir} holds tokens of another tokenizer than the run in {out_dir} was "
+             f"trained on: resume with the run's own data_dir ({checkpoint['config'].get('data_dir')})")
     iter_num = last_saved = checkpoint['iter_num']
     changed = {k: (v, config[k]) for k, v in checkpoint['config'].items()
                if k in config and v != config[k] and k not in ('init_from', 'overwrite', 'stop_iter', 'reschedule')}
@@ -415,7 +446,7 @@ elif init_from == 'resume':
         print("resuming with changed settings: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
 else:
     settings = dict(taper=taper, aux_loss=aux_loss, aux_weight=aux_weight, ema_rate=ema_rate, dropout=dropout,
-                    fakeln=fakeln, fakeln_momentum=fakeln_momentum)
+                    fakeln=fakeln, fakeln_momentum=fakeln_momentum, fakeln_sigma=fakeln_sigma)
     try:
         pretrained = pretrained_config(init_from, **settings)  # config.json alone: refusals come before the weights
         if block_size > pretrained.block_size:
@@ -450,7 +481,8 @@ if fsdp:  # FSDP2: each block is one shard unit, the root holds the embeddings, 
     for block in raw_model.transformer.h:
         fully_shard(block)
     fully_shard(raw_model)
-optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+optimizer = raw_model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type,
+                                           decay_fakeln_weight)
 full_state = StateDictOptions(full_state_dict=True, cpu_offload=True) if fsdp else None
 
 
@@ -705,7 +737,7 @@ def save_checkpoint():
         return
     ckpt = dict(model=model_state, optimizer=optimizer_state,
                 model_args=asdict(raw_model.config), config=config, iter_num=iter_num,
-                sampler=sampler_state, tokenizer=tokenizer_reference(),
+                sampler=sampler_state, tokenizer=tokenizer,
                 rng=dict(torch=torch.get_rng_state(),
                          cuda=torch.cuda.get_rng_state() if device_type == 'cuda' else None))
     torch.save(ckpt, ckpt_path + '.tmp')
@@ -742,6 +774,9 @@ if wandb_log and master:
 healthy = torch.ones((), dtype=torch.bool, device=device)
 last_checked = first_iter = iter_num
 batches = get_step_batches(iter_num)
+if fakeln and fakeln_sigma == 'pretrained' and init_from != 'resume' and not eval_only:
+    with ctx:  # sigma_avg from the model as it starts, on the first step's batch (a resume has it)
+        raw_model.measure_pretrained_sigma([X for X, _ in batches])
 t0, last_log_iter = time.time(), iter_num
 while True:
     if needs_start and iter_num >= taper_start and not raw_model.started:
@@ -749,7 +784,7 @@ while True:
     gate = get_gate(iter_num) if taper != 'none' else 1.0
     raw_model.set_gate(gate)
     for step, norm, path, name in removals:
-        if iter_num >= step and not norm.removed[path]:  # sigma_avg frozen from the EMA of its real sigma
+        if iter_num >= step and not norm.removed[path]:  # sigma_avg: the EMA's now, or the pretrained one
             norm.remove(iter_num, path)
             if master:
                 print(f"iter {iter_num}: removed {name}, sigma_avg {norm.sigma_avg[path].item():.4g}")
@@ -800,6 +835,10 @@ while True:
         if master:
             open_run()
             atexit.register(roll_back)  # any exit before the run's end: out_dir as of its last checkpoint
+        signal.signal(signal.SIGINT, lambda *_: fail(
+            f"interrupted at iter {iter_num}: {out_dir} is as of its last checkpoint "
+            f"(iter {last_saved}); --init_from=resume continues from there" if last_saved is not None else
+            f"interrupted at iter {iter_num} before the first checkpoint: {out_dir} is as it was"))
 
     if logging:
         if ddp:

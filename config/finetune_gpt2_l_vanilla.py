@@ -28,7 +28,7 @@ weight_decay = 0.01
 grad_clip = 1.0
 beta2 = 0.999
 max_iters = 600
-warmup_iters = 30
+warmup_iters = 15  # Baroni's config (the TaperLN-L rows keep App. D's 30)
 lr_decay_iters = 1200
 
 taper = 'none'

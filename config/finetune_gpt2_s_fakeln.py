@@ -25,6 +25,7 @@ gradient_accumulation_steps = 16
 learning_rate = 6e-4
 min_lr = 3e-4
 weight_decay = 0.01
+decay_fakeln_weight = True  # FakeLN's gamma too, as Baroni's Trainer decays it
 grad_clip = 1.0
 beta2 = 0.999
 max_iters = 300
@@ -36,6 +37,7 @@ fakeln = True
 fakeln_start = (20, 44, 68, 104)  # ln_2, ln_1 (Q/K), ln_1 (V) of layer 0, then ln_f
 fakeln_gap = (2, 2, 3)      # steps between layers
 fakeln_momentum = 0.9  # weight on sigma's old value, per forward
+fakeln_sigma = 'live'  # the EMA, each ln_1 path frozen apart; not Baroni's default (README, FakeLN)
 aux_loss = 'baroni'
 aux_weight = 0.1
 

@@ -25,6 +25,7 @@ gradient_accumulation_steps = 28
 learning_rate = 1e-4
 min_lr = 2e-5
 weight_decay = 0.01
+decay_fakeln_weight = True  # FakeLN's gamma too, as Baroni's Trainer decays it
 grad_clip = 1.0
 beta2 = 0.999
 max_iters = 800
@@ -36,6 +37,7 @@ fakeln = True
 fakeln_start = (50, 242, 434, 722)  # ln_2, ln_1 (Q/K), ln_1 (V) of layer 0, then ln_f
 fakeln_gap = (4, 4, 6)      # steps between layers
 fakeln_momentum = 0.9 ** (18 / 32)  # weight on sigma's old value, per forward (0.942)
+fakeln_sigma = 'live'  # the EMA, each ln_1 path frozen apart; not Baroni's default (README, FakeLN)
 aux_loss = 'baroni'
 aux_weight = 0.01
 
