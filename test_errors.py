@@ -202,7 +202,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_tinystories: a stray comma in input_file', 'prepare_tinystories.py',
      ['--input_file={root}/small.txt,', '--out_dir={root}/p9'], 'holds an empty name', None),
     ('prepare_tinystories: one story, none to hold out', 'prepare_tinystories.py',
-     ['--input_file={root}/one_story.txt', '--out_dir={root}/p10'], 'cannot hold out 0.05 of 1 stories', None),
+     ['--input_file={root}/one_story.txt', '--out_dir={root}/p10'], 'cannot hold out 0.05 of 1 stories', QUIET),
     ('prepare_owt: pile_file with skip_pile', 'prepare_owt.py', [*OWT, '--skip_pile', '--pile_file={root}/bad_line.jsonl'],
      '--pile_file would be unused', None),
     ('prepare_owt: one file as input and Pile', 'prepare_owt.py', [*OWT, '--pile_file={shared}/openwebtext/sample.jsonl'],
