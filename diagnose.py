@@ -18,6 +18,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -195,8 +196,11 @@ def check_plot(path):
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         fail(f"plot={path} lies in {folder}, which does not exist: create it, or choose another path")
-    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        fail(f"plot={path} cannot be written: choose another path")
+    try:  # a file never linked into the folder: the one sure test of writing there, root included
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        fail(f"plot={path} cannot be written: no file can be created in {folder} ({e.strerror}); choose another path")
 
 
 def main(argv=None):

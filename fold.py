@@ -16,6 +16,7 @@ import copy
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import asdict, replace
 from types import SimpleNamespace
 
@@ -193,8 +194,12 @@ def check_outputs(args, path):
     if os.path.exists(out) and not is_fold_output(out):
         fail(f"{out} exists and is not a checkpoint fold.py wrote, so fold.py will not replace it: name a new "
              f"file with --out, e.g. --out=ckpt_folded.pt")
-    if not os.access(os.path.dirname(os.path.abspath(out)), os.W_OK):
-        fail(f"{os.path.dirname(os.path.abspath(out))} is not writable: choose an --out_dir or --out you may write")
+    try:  # a file never linked into the folder: the one sure test of writing there, root included
+        with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(out))):
+            pass
+    except OSError as e:
+        fail(f"no file can be created in {os.path.dirname(os.path.abspath(out))} ({e.strerror}): choose an "
+             f"--out_dir or --out you may write")
     hf_dir = args.export_hf
     if hf_dir is not None:
         from hf import is_export

@@ -49,6 +49,9 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
             raise SystemExit(f"{path} does not exist or is empty; pass the path of a plain text file.")
         if path is not None and not holds_text(path):
             raise SystemExit(f"{path} holds only whitespace (or is not UTF-8 text); pass a file of stories.")
+    if val_file and any(os.path.realpath(val_file) == os.path.realpath(p) for p in inputs):
+        raise SystemExit(f"--val_file={val_file} is also an --input_file: validation text must be held out of "
+                         f"training, so name another file or drop --val_file to hold out --val_fraction")
     files = {"train": inputs} | ({"val": val_file} if val_file else {})
     ds = load_dataset("text", data_files=files, sample_by="paragraph")
     if val_file:

@@ -120,9 +120,9 @@ def test_training_reads_uint32_tokens(wide, wide_run, tmp_path):
     assert json.loads(open(wide_run / 'log.jsonl').read().splitlines()[-1])['iter'] == 2
     data = tmp_path / 'data'
     data.mkdir()
-    for name in ('train.bin', 'val.bin'):
-        (data / name).symlink_to(root / 'data' / name)
     meta = json.load(open(root / 'data' / 'meta.json'))
+    for name in ('train.bin', 'val.bin', meta['tokenizer_dir']):
+        (data / name).symlink_to(root / 'data' / name)
     (data / 'meta.json').write_text(json.dumps(meta | {'vocab_size': 2**16}))
     proc = tiny_llama(data, tmp_path / 'run', '--vocab_size=65536', check=False)
     top = max(np.fromfile(root / 'data' / 'train.bin', dtype=np.uint32))

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import SHARED, TINY, run, word_tokenizer
 
@@ -100,6 +101,17 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('the taper starting at step 0', 'train.py', [*T, '--taper_start=0', '--warmup_iters=0'],
      'leaves no step at g = 1', None),
     ('wandb without the package', 'train.py', [*T, '--wandb_log'], 'pip install wandb', None),
+    ('a config file that is not Python', 'train.py', ['{root}/cfg.json', *T], 'is not a config file', None),
+    ('init_from misspelt', 'train.py', [*T, '--init_from=resum'], 'did you mean --init_from=resume', None),
+    ('overwrite and resume at once', 'train.py', [*R, '--overwrite'], 'choose one', None),
+    ('data_dir that is a file', 'train.py', [*T, '--data_dir={data}/train.bin'], 'is a file: name the folder', None),
+    ('prepare_tinystories: validation text that is also training text', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt', '--val_file={root}/small.txt', '--out_dir={root}/p11'], 'is also an --input_file', None),
+    ('fold: non-finite weights', 'fold.py', ['--out_dir={root}/nanrun'], 'holds non-finite weights', None),
+    ('fold: an output folder that cannot be written', 'fold.py', ['--out_dir={root}/trun', '--out=/proc/x.pt'],
+     'no file can be created in /proc', None),
+    ('diagnose: a plot that cannot be written', 'diagnose.py', ['--out_dir={root}/run', '--plot=/proc/x.png'],
+     'no file can be created in /proc', None),
     # paths
     ('out_dir that is a file', 'train.py', [*T, '--out_dir={root}/blank.txt'], 'is a file, not a folder', None),
     ('out_dir inside a file', 'train.py', [*T, '--out_dir={root}/blank.txt/run'], 'which is a file', None),
@@ -296,6 +308,11 @@ def make_workspace(root, data_dir):
         '--max_iters=8', '--warmup_iters=2', '--lr_decay_iters=8', '--eval_interval=4')
     run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/trun')  # Internal-Taper, at g = 0
     run('fold.py', f'--out_dir={root}/trun')
+    os.makedirs(f'{root}/nanrun')
+    ckpt = torch.load(f'{root}/trun/ckpt.pt', weights_only=True)
+    ckpt['model']['transformer.h.0.mlp.w1.weight'] *= float('nan')
+    torch.save(ckpt, f'{root}/nanrun/ckpt.pt')
+    open(f'{root}/cfg.json', 'w').write('{"max_iters": 12}\n')
     shutil.copytree(f'{root}/run', f'{root}/badlog')
     lines = open(f'{root}/badlog/log.jsonl').read().splitlines()
     lines[1] = lines[1][:10]

@@ -256,6 +256,8 @@ prepare_cmd = 'prepare_owt.py' if 'owt' in data_dir or 'openwebtext' in data_dir
 def token_file(split):
     """The split's tokens, memory-mapped in the dtype meta.json names, after checking that the file
     can be a stream of them."""
+    if os.path.isfile(data_dir):
+        fail(f"data_dir={data_dir} is a file: name the folder that holds train.bin, val.bin and meta.json")
     try:
         return open_tokens(data_dir, split)
     except FileNotFoundError as e:
