@@ -170,13 +170,20 @@ def checked_path(key, path):
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
         raise FlagError(f"{key}={path} lies inside {parent}, which is a file: name a folder to write into")
-    try:  # a file that is never linked into the folder: the one sure test, root included
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as e:
-        raise FlagError(f"{key}={path} cannot be written: no file can be created in {parent} ({e.strerror}); "
-                        f"choose another folder") from None
+    why = cannot_write(parent)
+    if why:
+        raise FlagError(f"{key}={path} cannot be written: {why}; choose another folder")
     return path
+
+
+def cannot_write(folder):
+    """Why no file can be created in folder (None if one can): a file that is never linked into the
+    folder is the one sure test, root included (os.access says yes to root)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return None
+    except OSError as e:
+        return f"no file can be created in {folder} ({e.strerror})"
 
 
 # -----------------------------------------------------------------------------

@@ -18,13 +18,12 @@ import json
 import math
 import os
 import sys
-import tempfile
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from configurator import FlagError, flag, parse_flags
+from configurator import FlagError, cannot_write, flag, parse_flags
 from model import GPT, load_checkpoint
 from tokens import load_tokenizer, open_tokens
 
@@ -196,11 +195,9 @@ def check_plot(path):
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         fail(f"plot={path} lies in {folder}, which does not exist: create it, or choose another path")
-    try:  # a file never linked into the folder: the one sure test of writing there, root included
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as e:
-        fail(f"plot={path} cannot be written: no file can be created in {folder} ({e.strerror}); choose another path")
+    why = cannot_write(folder)
+    if why:
+        fail(f"plot={path} cannot be written: {why}; choose another path")
 
 
 def main(argv=None):

@@ -16,14 +16,13 @@ import copy
 import os
 import shutil
 import sys
-import tempfile
 from dataclasses import asdict, replace
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 
-from configurator import FlagError, flag, parse_flags
+from configurator import FlagError, cannot_write, flag, parse_flags
 from diagnose import train_counts
 from model import GPT, FakeLN, LayerNorm, load_checkpoint
 from tokens import open_tokens, read_meta
@@ -194,12 +193,9 @@ def check_outputs(args, path):
     if os.path.exists(out) and not is_fold_output(out):
         fail(f"{out} exists and is not a checkpoint fold.py wrote, so fold.py will not replace it: name a new "
              f"file with --out, e.g. --out=ckpt_folded.pt")
-    try:  # a file never linked into the folder: the one sure test of writing there, root included
-        with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(out))):
-            pass
-    except OSError as e:
-        fail(f"no file can be created in {os.path.dirname(os.path.abspath(out))} ({e.strerror}): choose an "
-             f"--out_dir or --out you may write")
+    why = cannot_write(os.path.dirname(os.path.abspath(out)))
+    if why:
+        fail(f"{why}: choose an --out_dir or --out you may write")
     hf_dir = args.export_hf
     if hf_dir is not None:
         from hf import is_export
