@@ -306,9 +306,17 @@ def configure_globals(namespace, argv):
     return values
 
 
-if __name__ == '__main__':
-    if sys.argv[1:] in (['--help'], ['-h']):
-        print(__doc__.strip())
+
+def run_as_module(doc, instead):
+    """What a module (model.py, hf.py, tokens.py, this file) does when run as a script: --help prints
+    its docstring; anything else says, in one sentence, which command to run instead (exit 2)."""
+    if {'-h', '--help'} & set(sys.argv[1:]):
+        print(doc.strip())
         raise SystemExit(0)
-    raise SystemExit("configurator.py is the flag layer the scripts share, not a script: run "
-                     "`python train.py --help` (or any script's --help) to see their flags")
+    print(instead, file=sys.stderr)
+    raise SystemExit(2)
+
+
+if __name__ == '__main__':
+    run_as_module(__doc__, "configurator.py is the flag layer the scripts share, not a script: run "
+                           "`python train.py --help` (or any script's --help) to see their flags")

@@ -14,7 +14,6 @@ A field this model cannot compute stops with one sentence naming it.
 """
 
 import os
-import sys
 
 import torch
 
@@ -306,10 +305,7 @@ def hf_llama(folded, sigma):
 
 
 if __name__ == '__main__':
-    if {'-h', '--help'} & set(sys.argv[1:]):
-        print(__doc__.strip())
-        sys.exit(0)
-    print("hf.py is a module the scripts use to read and write HF checkpoints, not a command: load one with "
+    from configurator import run_as_module
+    run_as_module(__doc__, "hf.py is a module the scripts use to read and write HF checkpoints, not a command: load one with "
           "`python train.py --init_from=gpt2` or `python sample.py --init_from=gpt2`, export one with "
-          "`python fold.py --out_dir=<run> --export_hf=<folder>`", file=sys.stderr)
-    sys.exit(2)
+          "`python fold.py --out_dir=<run> --export_hf=<folder>`")

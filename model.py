@@ -14,7 +14,6 @@ Token vectors h are rows, as in the paper; nn.Linear stores W as (out, in), so x
 import math
 import os
 import re
-import sys
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -887,9 +886,6 @@ def greedy_step(decode, token, input_pos):
 
 
 if __name__ == '__main__':
-    if {'-h', '--help'} & set(sys.argv[1:]):
-        print(__doc__.strip())
-        sys.exit(0)
-    print("model.py is a module the scripts import, not a command: train a model with `python train.py`, "
-          "or sample one with `python sample.py --out_dir=<run>`", file=sys.stderr)
-    sys.exit(2)
+    from configurator import run_as_module
+    run_as_module(__doc__, "model.py is a module the scripts import, not a command: train a model with `python train.py`, "
+          "or sample one with `python sample.py --out_dir=<run>`")

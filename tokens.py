@@ -8,7 +8,6 @@ carries (train.py's tokenizer_reference), turned back into encode and decode.
 
 import json
 import os
-import sys
 
 import numpy as np
 
@@ -78,9 +77,6 @@ def load_tokenizer(ref):
 
 
 if __name__ == '__main__':
-    if {'-h', '--help'} & set(sys.argv[1:]):
-        print(__doc__.strip())
-        sys.exit(0)
-    print("tokens.py is a module the scripts use to read token files, not a command: prepare data with "
-          "`python prepare_tinystories.py` or `python prepare_owt.py`", file=sys.stderr)
-    sys.exit(2)
+    from configurator import run_as_module
+    run_as_module(__doc__, "tokens.py is a module the scripts use to read token files, not a command: prepare data with "
+          "`python prepare_tinystories.py` or `python prepare_owt.py`")
