@@ -165,12 +165,28 @@ def saved_activations(cfg, B, T, autocast, grad_checkpoint=False):
     return blocks, head_activations(cfg, n, T, a, grad_checkpoint), block
 
 
-def plan(config, nproc=1):
+def split_batch(config, ranks):
+    """(micro-batches per rank per step, sequences per micro-batch): how train.py splits a step's
+    batch_size x gradient_accumulation_steps sequences over ranks. Each rank takes an equal share and
+    runs it in the fewest equal micro-batches, at least ceil(accumulation / ranks), so that no
+    micro-batch is larger than batch_size; a ValueError when the ranks cannot share it evenly."""
+    world_batch = config['gradient_accumulation_steps'] * config['batch_size']
+    if world_batch % ranks:
+        raise ValueError(f"{ranks} ranks cannot split the global batch of {config['gradient_accumulation_steps']} x "
+                         f"{config['batch_size']} = {world_batch} sequences evenly: make batch_size x "
+                         f"gradient_accumulation_steps a multiple of {ranks}")
+    share = world_batch // ranks
+    accum = next(a for a in range(-(-config['gradient_accumulation_steps'] // ranks), share + 1) if share % a == 0)
+    return accum, share // accum
+
+
+def plan(config, nproc=1, ranks=None):
     """{part: bytes} per GPU for a resolved train.py config; nproc > 1 (or fsdp) shards the weights,
-    gradients and AdamW state over the ranks as FSDP2 does."""
+    gradients and AdamW state over the ranks as FSDP2 does. The micro-batch is the one each of ranks
+    (default nproc) processes runs (split_batch)."""
     cfg = model_config(config)
     autocast = config['device'].startswith('cuda') and config['dtype'] == 'bfloat16'
-    B, T, L = config['batch_size'], config['block_size'], cfg.n_layer
+    B, T, L = split_batch(config, ranks or nproc)[1], config['block_size'], cfg.n_layer
     state = state_bytes(config)
     blocks, head, block = saved_activations(cfg, B, T, autocast, config['grad_checkpoint'])
     a = 2 if autocast else 4
@@ -196,13 +212,13 @@ def plan(config, nproc=1):
     return parts
 
 
-def describe(config, nproc=1, gpu_gb=80):
+def describe(config, nproc=1, gpu_gb=80, ranks=None):
     """The plan as a table, ending with whether it fits a GPU of gpu_gb."""
-    parts = plan(config, nproc)
+    parts = plan(config, nproc, ranks)
     autocast = config['device'].startswith('cuda') and config['dtype'] == 'bfloat16'
     sharded = nproc > 1 or config['fsdp']
     L = config['n_layer']
-    B, T = config['batch_size'], config['block_size']
+    B, T = split_batch(config, ranks or nproc)[1], config['block_size']
     checkpointing = 'activation checkpointing' if config['grad_checkpoint'] else 'no activation checkpointing'
     lines = [f"memory plan: {parts['params']:,} parameters, micro-batch {B} x {T}, "
              f"{'bf16 autocast' if autocast else 'float32'}, {checkpointing}, "
@@ -250,6 +266,10 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     values = configure({**train_flags(), **FLAGS}, argv, 'memory.py', __doc__, configs=True)
     nproc, gpu_gb = values['nproc'], values['gpu_gb']
+    try:
+        split_batch(resolve([a for a in argv if not (a.startswith('--') and a[2:].partition('=')[0] in FLAGS)]), nproc)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
     rest = [a for a in argv if not (a.startswith('--') and a[2:].partition('=')[0] in FLAGS)]
     if not values['summary']:
         print(describe(resolve(rest), nproc, gpu_gb))
