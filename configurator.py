@@ -38,7 +38,8 @@ class Flag:
     """One declared flag: a default, a line of help, and the values it takes. min/max bound a number
     inclusively, above/below exclusively; choices lists the strings it takes; items makes it a
     comma-separated list (a tuple) of that type, of `length` items if given, each item once if unique;
-    path='out' makes it a folder the script will write; a default of None means "not set" (type then
+    path='out' makes it a folder the script will write, path='file' a file and path='dir' a folder it
+    reads, which must exist and be of that kind; a default of None means "not set" (type then
     says what it takes); required means it has no default."""
 
     def __init__(self, default, help, *, type=None, min=None, max=None, above=None, below=None,
@@ -122,12 +123,14 @@ def convert_list(key, value, spec):
     if parts is None or (isinstance(value, str) and not value.strip()):
         raise FlagError(f"{key}={value!r} is not valid: {key} takes {spec.rule()}")
     item = Flag(spec.items(), spec.help, type=spec.items, min=spec.min, max=spec.max, above=spec.above,
-                below=spec.below, choices=spec.choices)
+                below=spec.below, choices=spec.choices, path=spec.path)
     out = []
     for part in parts:
         try:
             out.append(convert(key, part.strip() if isinstance(part, str) else part, item))
         except FlagError:
+            if spec.path:  # a file or folder of the list: its own sentence says what is wrong with it
+                raise
             raise FlagError(f"{key}={value if isinstance(value, str) else tuple(value)} holds {part!r}, "
                              f"which is not valid: {key} takes {spec.rule()}") from None
     if spec.length and len(out) != spec.length:
@@ -146,7 +149,7 @@ def checked_range(key, value, spec):
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise FlagError(f"{key}={value!r} is not one of {', '.join(map(repr, spec.choices))}{hint}")
     if spec.type is str:
-        return checked_path(key, value) if spec.path == 'out' else value
+        return checked_path(key, value) if spec.path == 'out' else checked_input(key, value, spec.path)
     if not math.isfinite(value):
         raise FlagError(f"{key}={value} is not a finite number: {key} takes {spec.rule()}")
     bad = ((spec.min is not None and value < spec.min) or (spec.max is not None and value > spec.max)
@@ -157,6 +160,22 @@ def checked_range(key, value, spec):
         raise FlagError(f"{key}={value} must not be negative")
     verb = "must lie" if spec.bounds().startswith("in ") else "must be"
     raise FlagError(f"{key}={value} {verb} {spec.bounds()}")
+
+
+def checked_input(key, path, kind):
+    """A file (kind 'file') or folder (kind 'dir') the script reads: named, there, and of that kind."""
+    if kind is None:
+        return path
+    noun = 'file' if kind == 'file' else 'folder'
+    if not path.strip():
+        raise FlagError(f"{key} is empty: name the {noun} to read")
+    if kind == 'file' and os.path.isdir(path):
+        raise FlagError(f"{key}={path} is a folder, not a file: name the file itself")
+    if kind == 'dir' and os.path.isfile(path):
+        raise FlagError(f"{key}={path} is a file, not a folder: name the folder that holds it")
+    if not os.path.exists(path):
+        raise FlagError(f"{key}={path}: no such {noun}; check the path")
+    return path
 
 
 def checked_path(key, path):
@@ -190,10 +209,18 @@ def cannot_write(folder):
 # Reading argv and config files
 
 
-def configure(flags, argv, prog, doc, configs=False, positional=None):
+def configure(flags, argv, prog, doc, configs=False, positional=None, start=None):
     """Apply config files (configs=True: bare arguments name them) and --key=value arguments, in
-    order, to the declared flags; return the resolved values as a dict. --help prints the flags."""
+    order, to the declared flags; return the resolved values as a dict. --help prints the flags.
+    start, a dict, replaces the defaults of the flags it names (train.py's resume: the run's config)."""
+    threads = os.environ.get('OMP_NUM_THREADS')
+    if threads is not None and not (threads.strip().isdigit() and int(threads) > 0):
+        raise FlagError(f"OMP_NUM_THREADS={threads} is not a thread count: unset it, or set a whole number such "
+                        f"as OMP_NUM_THREADS=2")
     values = {key: spec.default for key, spec in flags.items()}
+    for key, value in (start or {}).items():
+        if key in flags:
+            values[key] = convert(key, value, flags[key])
     loose = []
     i = 0
     while i < len(argv):
@@ -296,12 +323,17 @@ def parse_flags(flags, argv=None, positional=None):
     return types.SimpleNamespace(**values)
 
 
-def configure_globals(namespace, argv):
+def configure_globals(namespace, argv, start=None):
     """For a script whose defaults are its globals: each flag(...) between its rulers becomes the
-    value that config files and argv give it, in place; returns the resolved config as a dict."""
+    value that config files and argv give it, in place; returns the resolved config as a dict.
+    start(values) may return a dict that replaces the defaults, given the values argv resolves to
+    (train.py's resume starts from the run's own config); config files and argv then apply on top."""
     flags = {k: v for k, v in namespace.items() if isinstance(v, Flag)}
     prog = os.path.basename(namespace.get('__file__', 'script'))
     values = configure(flags, argv, prog, namespace.get('__doc__'), configs=True)
+    base = start(values) if start else None
+    if base:
+        values = configure(flags, argv, prog, namespace.get('__doc__'), configs=True, start=base)
     namespace.update(values)
     return values
 

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from configurator import FlagError, cannot_write, flag, parse_flags
-from model import GPT, load_checkpoint
-from tokens import load_tokenizer, open_tokens
+from model import GPT, load_checkpoint, taper_note
+from tokens import data_tokenizer, load_tokenizer, open_tokens, read_meta, same_tokenizer
 
 
 SPLITS = ('val', 'train', 'pile', 'pile_filtered')  # what prepare_tinystories.py and prepare_owt.py write
@@ -165,9 +165,9 @@ def plot(report, path):
 
 
 FLAGS = dict(
-    out_dir=flag(None, "the run's folder", type=str, required=True),
+    out_dir=flag(None, "the run's folder", type=str, required=True, path='dir'),
     ckpt=flag('ckpt.pt', "the checkpoint file in out_dir: ckpt.pt, or ckpt_folded.pt (fold.py)"),
-    data_dir=flag(None, "the data folder (None: the run's own, from its checkpoint)", type=str),
+    data_dir=flag(None, "the data folder (None: the run's own, from its checkpoint)", type=str, path='dir'),
     split=flag('val', "the token file to score", choices=SPLITS),
     window=flag(256, "tokens per scored window (cropped to the model's context)", min=1),
     max_windows=flag(512, "windows to score at most", min=1),
@@ -219,11 +219,22 @@ def main(argv=None):
         fail(f"cannot diagnose: {e}")
     if model.started and model.tapered_norms():
         model.set_gate(0.0)
+        if taper_note(ckpt):
+            print(taper_note(ckpt))
     data_dir = args.data_dir or (ckpt.get('config') or {}).get('data_dir')
     if not data_dir:
         fail(f"{path} names no data folder: pass --data_dir, the folder the run was trained on")
     data = tokens_of(data_dir, args.split)
+    try:
+        theirs = data_tokenizer(data_dir, read_meta(data_dir), model.config.arch)
+    except (OSError, KeyError, ValueError):
+        theirs = None  # a folder without meta.json or its tokenizer: only the id range below is checked
+    if not same_tokenizer(ckpt.get('tokenizer'), theirs):
+        fail(f"{data_dir} holds tokens of another tokenizer than the model in {path} was trained on: pass "
+             f"the run's own --data_dir ({(ckpt.get('config') or {}).get('data_dir')})")
     T = min(args.window, model.config.block_size)
+    if args.window > T:
+        print(f"windows cropped to the model's context: {T} tokens, not --window={args.window}")
     if len(data) < T + 1:
         fail(f"{data_dir}/{args.split}.bin holds {len(data)} tokens, fewer than one window of {T + 1}: "
              f"lower --window, or choose a larger --split")

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from configurator import FlagError, configure_globals, flag
 from hf import from_pretrained, is_export, tokenizer_reference
-from model import GPT, load_checkpoint, pick_device
+from model import GPT, load_checkpoint, pick_device, taper_note
 from tokens import open_tokens, read_meta
 
 # -----------------------------------------------------------------------------
@@ -101,6 +101,8 @@ def load_model():
         model = GPT.from_checkpoint(checkpoint, device).eval()
     except (FileNotFoundError, OSError, ValueError, KeyError) as e:
         fail(f"cannot evaluate: {e}")
+    if model.tapered_norms() and taper_note(checkpoint):
+        print(taper_note(checkpoint))
     config = model.config
     folded = ', folded' if config.folded else ''
     if getattr(config, 'fakeln', False):

@@ -149,7 +149,7 @@ def reset_unseen_embeddings(model, counts):
 
 
 FLAGS = dict(
-    out_dir=flag(None, "the run's folder", type=str, required=True),
+    out_dir=flag(None, "the run's folder", type=str, required=True, path='dir'),
     ckpt=flag('ckpt.pt', "the checkpoint file in out_dir to fold"),
     out=flag('ckpt_folded.pt', "the folded checkpoint's file in out_dir: a new file, or one fold.py wrote "
              "(never ckpt.pt or the checkpoint being folded)"),
@@ -252,8 +252,6 @@ def main(argv=None):
         idx, source = check_tokens(model.config, data_dir)
     except ValueError as e:
         fail(f"cannot check the fold on the run's validation text: {e}; prepare the data again")
-    if not all(torch.isfinite(t).all() for t in model.state_dict().values() if t.is_floating_point()):
-        fail(f"{path} holds non-finite weights: fold the last good checkpoint of the run instead")
     # every refusal is above: from here on fold.py writes
     diff = max_logit_diff(model, folded, idx)
     with torch.no_grad():

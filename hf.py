@@ -34,6 +34,8 @@ HF_EPS = 1e12  # sqrt(mean square + 1e12) is 1e6 to float precision for any resi
 
 def load_hf(hf_class, name_or_dir):
     """hf_class.from_pretrained(name_or_dir), or one sentence that says what to do instead."""
+    from transformers.utils import logging
+    logging.disable_progress_bar()  # a weight-loading bar on stderr is noise in a script's output
     if os.path.isdir(name_or_dir) and not os.path.isfile(os.path.join(name_or_dir, 'config.json')):
         raise ValueError(f"{name_or_dir} is not a folder written by save_pretrained (it has no config.json): pass "
                          f"one, or a hub name such as gpt2")
@@ -46,11 +48,16 @@ def load_hf(hf_class, name_or_dir):
     if os.path.isdir(name_or_dir) and os.path.isfile(os.path.join(name_or_dir, 'ckpt.pt')):
         raise ValueError(f"{name_or_dir} is a run of this repository (it holds ckpt.pt), not a folder written by "
                          f"save_pretrained: read it with --init_from=resume --out_dir={name_or_dir}")
+    if os.path.isdir(name_or_dir):  # whatever a damaged local folder raises (a truncated safetensors file too)
+        try:
+            return hf_class.from_pretrained(name_or_dir)
+        except Exception as e:
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise ValueError(f"transformers could not read {name_or_dir} ({reason}): write it again with "
+                             f"save_pretrained, or download it again") from None
     try:
         return hf_class.from_pretrained(name_or_dir)
     except (OSError, ValueError) as e:
-        if os.path.isdir(name_or_dir):
-            raise ValueError(f"transformers could not read {name_or_dir} ({str(e).splitlines()[0]})") from None
         if isinstance(e, ValueError):
             raise
         raise ValueError(f"could not download {name_or_dir}: no network, or no such model on the hub; "

@@ -380,10 +380,21 @@ def load_checkpoint(path, device='cpu'):
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:
-        raise ValueError(f"{path} could not be read as a checkpoint ({type(e).__name__})") from None
+        raise ValueError(f"{path} could not be read as a checkpoint ({type(e).__name__}; a copy cut short, or a "
+                         f"file of another program): use a ckpt.pt that train.py or fold.py wrote in full") from None
     if not isinstance(ckpt, dict) or not {'model', 'model_args'} <= ckpt.keys():
         raise ValueError(f"{path} is not a checkpoint of this repository (no model/model_args)")
     return ckpt
+
+
+def taper_note(ckpt):
+    """For a checkpoint saved while its taper was under way, the line to print before using it at
+    g = 0, where training has not been yet; None otherwise."""
+    cfg, it = ckpt.get('config') or {}, ckpt.get('iter_num')
+    if cfg.get('taper', 'none') == 'none' or it is None or it >= cfg.get('taper_end', 0):
+        return None
+    return (f"note: this checkpoint is from iter {it}, before its taper ends at iter {cfg['taper_end']}; used at "
+            f"g = 0 it is a model training has not reached yet, so expect it to be worse than the run's end")
 
 
 # -----------------------------------------------------------------------------
@@ -847,6 +858,10 @@ class GPT(nn.Module):
         except RuntimeError as e:
             raise ValueError(f"{path}: its weights do not fit its own config "
                              f"({str(e).splitlines()[1].strip()})") from None
+        broken = [k for k, v in model.state_dict().items() if v.is_floating_point() and not v.isfinite().all()]
+        if broken:  # train.py never saves such a state (check_state); a file from elsewhere may hold one
+            raise ValueError(f"{path} holds non-finite weights ({broken[0]}): use an earlier checkpoint of "
+                             f"the run, or train it again")
         return model.to(device)
 
     # --- training helpers --------------------------------------------------------------------

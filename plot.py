@@ -1,7 +1,7 @@
 """
 Training curves of several runs as the paper's Figures 1-2 (Sec. 4.1), read from each run's log.jsonl.
 
-    python plot.py out/base_s0 out/base_s1 out/itaper_s0 out/ataper_s0 --out_dir assets
+    python plot.py out/base_s0 out/base_s1 out/itaper_s0 out/ataper_s0 --out_dir out-plots
 
 writes loss.png (Fig. 1a), logit_norm.png (Fig. 1b) and grad_norms.png (Fig. 2). Runs whose configs
 name the same setting are seeds of it: each setting is drawn as the median over seeds with a shaded
@@ -144,7 +144,8 @@ def save(fig, out_dir, name):
 
 
 FLAGS = dict(
-    out_dir=flag("assets", "folder the PNGs are written to", path='out'),
+    out_dir=flag("out-plots", "folder the PNGs are written to (the README's figures are in assets/, written by "
+                            "reproduce.py)", path='out'),
     smooth=flag(0.9, "EMA factor for train curves, 0 = none", min=0, below=1),
     prefix=flag("", "prepended to each PNG name"),
     labels=flag(None, "comma-separated labels, one per run_dir, replacing the config's; runs that share a "

@@ -191,7 +191,7 @@ def write_bin(ds, column, bin_file, vocab_size, dtype, n_rows=None, tokenizer_na
 
 
 FLAGS = dict(
-    input_file=flag(None, "jsonl, one {\"text\": ...} per line (default: the Hub)", type=str),
+    input_file=flag(None, "jsonl, one {\"text\": ...} per line (default: the Hub)", type=str, path='file'),
     val_fraction=flag(0.0005, "documents held out for val.bin", above=0, below=1),
     out_dir=flag(None, "default: data/openwebtext, with --tokenizer data/openwebtext-<its name>", type=str,
                  path='out'),

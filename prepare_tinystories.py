@@ -140,9 +140,9 @@ def tokenize_split(ds, model_file, bin_file, num_proc=None):
 
 FLAGS = dict(
     input_file=flag(None, "plain text, documents split by blank lines; several files, comma-separated, are "
-                          "pooled (default: the Hub)", items=str, unique=True),
+                          "pooled (default: the Hub)", items=str, unique=True, path='file'),
     val_file=flag(None, "validation text, same format, with --input_file (default: hold out --val_fraction)",
-                  type=str),
+                  type=str, path='file'),
     val_fraction=flag(0.05, "stories of --input_file held out for val.bin", above=0, below=1),
     vocab_size=flag(10000, "SentencePiece vocabulary: its 256 byte pieces, <unk>, <s>, </s> and the text's "
                            "characters, below 65536 so that ids fit in uint16", min=MIN_VOCAB, max=2**16 - 1),

@@ -20,7 +20,7 @@ import torch
 
 from hf import from_pretrained, tokenizer_reference
 from configurator import FlagError, configure_globals, flag
-from model import GPT, load_checkpoint, pick_device
+from model import GPT, load_checkpoint, pick_device, taper_note
 from tokens import load_tokenizer
 
 # -----------------------------------------------------------------------------
@@ -55,6 +55,8 @@ except (FlagError, ValueError) as e:
     fail(str(e))
 if start.startswith('FILE:'):
     prompt_file = start[5:]
+    if os.path.isdir(prompt_file):
+        fail(f"{prompt_file} is a folder: --start=FILE:path names a text file")
     if not os.path.isfile(prompt_file):
         fail(f"no prompt file at {prompt_file}: --start=FILE:path names a text file")
     try:
@@ -62,12 +64,15 @@ if start.startswith('FILE:'):
             start = f.read()
     except (OSError, UnicodeDecodeError) as e:
         fail(f"cannot read the prompt file {prompt_file} as UTF-8 text ({type(e).__name__}): pass a text file")
+    if not start:
+        fail(f"the prompt file {prompt_file} is empty: write the prompt in it, or drop --start to sample "
+             f"from the start of a document")
 torch.manual_seed(seed)
 if init_from == 'resume':
     path = os.path.join(out_dir, ckpt)
     if not os.path.isfile(path):
         hint = (f"fold the run first with `python fold.py --out_dir={out_dir}`" if 'folded' in ckpt else
-                f"pass --out_dir=<a run's folder> (train one with `python train.py`) or --init_from=<an HF model>")
+                "pass --out_dir=<a run's folder> (train one with `python train.py`) or --init_from=<an HF model>")
         fail(f"cannot sample: no checkpoint at {path}: {hint}")
     try:
         checkpoint = load_checkpoint(path, device)
@@ -103,6 +108,8 @@ elif len(prompt) + max_new_tokens > context:
 if model.started and model.tapered_norms():
     model.set_gate(0.0)
     print("sampling the tapered model at g = 0")
+    if init_from == 'resume' and taper_note(checkpoint):
+        print(taper_note(checkpoint))
 x = torch.tensor(prompt, dtype=torch.long, device=device)[None].repeat(num_samples, 1)
 use_bf16 = device.startswith('cuda') and dtype == 'bfloat16'
 ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()

@@ -176,7 +176,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_tinystories: binary file', 'prepare_tinystories.py',
      ['--input_file={root}/binary.txt', '--out_dir={root}/p2'], 'not UTF-8 text', None),
     ('prepare_tinystories: missing file', 'prepare_tinystories.py',
-     ['--input_file={root}/nope.txt', '--out_dir={root}/p3'], 'does not exist or is empty', None),
+     ['--input_file={root}/nope.txt', '--out_dir={root}/p3'], 'input_file={root}/nope.txt: no such file', None),
     ('prepare_tinystories: hub without network', 'prepare_tinystories.py', ['--out_dir={root}/p5'],
      'Could not download roneneldan/TinyStories', OFFLINE),
     ('prepare_tinystories: vocab beyond uint16', 'prepare_tinystories.py', ['--vocab_size=70000'],
@@ -190,7 +190,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_owt: jsonl without text', 'prepare_owt.py', ['--input_file={root}/no_text.jsonl',
                                                            '--out_dir={root}/o2'], "line 1, has no 'text' field", None),
     ('prepare_owt: missing input', 'prepare_owt.py', ['--input_file={root}/nope.jsonl', '--out_dir={root}/o3'],
-     'does not exist or is empty', None),
+     'no such file', None),
     ('prepare_owt: malformed Pile line', 'prepare_owt.py',
      ['--input_file={shared}/openwebtext/sample.jsonl', '--pile_file={root}/bad_line.jsonl',
       '--out_dir={root}/o4'], 'bad_line.jsonl, line 2', None),
@@ -294,6 +294,47 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
                                                            '--device=cpu'], 'evaluate.py scores OpenWebText', None),
     ('evaluate: HF name without network', 'evaluate.py', ['--init_from=gpt2', '--data_dir={data}', '--device=cpu'],
      'could not download gpt2', OFFLINE),
+    # files and folders read: each kind named for what it is (the flag layer's path='file' and path='dir')
+    ('prepare_tinystories: a folder as the text', 'prepare_tinystories.py', ['--input_file={root}/emptydir',
+     '--out_dir={root}/p12'], 'is a folder, not a file', None),
+    ('prepare_tinystories: an empty name in the list', 'prepare_tinystories.py', ['--input_file={root}/small.txt,',
+     '--out_dir={root}/p13'], 'input_file is empty', None),
+    ('prepare_owt: a folder as the jsonl', 'prepare_owt.py', ['--input_file={root}/emptydir', '--out_dir={root}/o9'],
+     'is a folder, not a file', None),
+    ('fold: a file as the run folder', 'fold.py', ['--out_dir={root}/blank.txt'], 'is a file, not a folder', None),
+    ('diagnose: a data folder that is not there', 'diagnose.py', ['--out_dir={root}/run', '--data_dir={root}/nodata'],
+     'no such folder', None),
+    ('reproduce: a folder as the text', 'reproduce.py', ['--input_file={root}/emptydir'], 'is a folder, not a file', None),
+    ('sample: a folder as the prompt file', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=FILE:{root}/emptydir'],
+     'is a folder: --start=FILE:path names a text file', None),
+    ('sample: an empty prompt file', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=FILE:{root}/empty.txt'],
+     'is empty: write the prompt in it', None),
+    # damaged files: what happened, and what to do
+    ('sample: a checkpoint cut short', 'sample.py', ['--out_dir={root}/cut', '--device=cpu'],
+     'a copy cut short', None),
+    ('train: resuming a checkpoint cut short', 'train.py', [*R, '--out_dir={root}/cut'], 'a copy cut short', None),
+    ('sample: a checkpoint with NaN weights', 'sample.py', ['--out_dir={root}/nanrun', '--device=cpu'],
+     'holds non-finite weights', None),
+    ('evaluate: a checkpoint with NaN weights', 'evaluate.py', ['--out_dir={root}/nanrun', '--data_dir={data}',
+     '--device=cpu'], 'holds non-finite weights', None),
+    ('sample: an HF folder whose weights are cut short', 'sample.py', ['--init_from={root}/llama_cut', '--device=cpu'],
+     'write it again with save_pretrained', None),
+    ('sample: GPT-2 tokens without tiktoken files offline', 'sample.py', ['--init_from={root}/hf', '--device=cpu'],
+     'set TIKTOKEN_CACHE_DIR', {'TIKTOKEN_CACHE_DIR': '{root}/emptydir', **OFFLINE}),
+    # runs that would do nothing, or mean nothing
+    ('reschedule on a scratch run', 'train.py', [*T, '--reschedule'], '--reschedule changes the schedule', None),
+    ('eval_only with stop_iter', 'train.py', [*R, '--eval_only', '--stop_iter=10'], 'drop one of them', None),
+    ('resume from a config.json that is not JSON', 'train.py', [*R, '--out_dir={root}/badconfig'],
+     'is not the JSON train.py writes', None),
+    ('diagnose: data of another tokenizer', 'diagnose.py', ['--out_dir={root}/run', '--data_dir={root}/other_tok'],
+     'holds tokens of another tokenizer', None),
+    ('memory: ranks that cannot share the batch', 'memory.py', ['config/finetune_gpt2_xl_alltaper.py', '--nproc=5'],
+     '5 ranks cannot split the global batch', None),
+    ('a torchrun world that cannot share the batch', 'train.py', [*T, '--batch_size=3'],
+     '2 ranks cannot split the global batch', {'RANK': '0', 'WORLD_SIZE': '2', 'LOCAL_RANK': '0',
+                                               'MASTER_ADDR': 'localhost', 'MASTER_PORT': '29999'}),
+    ('an OpenMP thread count that is not a number', 'sample.py', ['--out_dir={root}/run', '--device=cpu'],
+     'OMP_NUM_THREADS=abc', {'OMP_NUM_THREADS': 'abc'}),
 ]
 
 
@@ -367,14 +408,25 @@ def make_workspace(root, data_dir):
     open(f'{root}/blank.txt', 'w').write('   \n\n \t \n')
     open(f'{root}/binary.txt', 'wb').write(bytes(range(256)) * 8)
     open(f'{root}/small.txt', 'w').write(open(SHARED / 'tinystories' / 'train_sample.txt').read()[:20_000])
+    run('prepare_tinystories.py', f'--input_file={root}/small.txt', '--vocab_size=512', f'--out_dir={root}/other_tok',
+        env=QUIET)  # the same vocabulary size as the run's data, in another tokenizer
     open(f'{root}/bad_line.jsonl', 'w').write('{"text": "fine", "input_ids": [1]}\n{"text": "torn\n')
     open(f'{root}/no_text.jsonl', 'w').write('{"body": "no text field"}\n')
     os.makedirs(f'{root}/emptydir')
+    open(f'{root}/empty.txt', 'w').close()
+    os.makedirs(f'{root}/cut')
+    whole = open(f'{root}/run/ckpt.pt', 'rb').read()
+    open(f'{root}/cut/ckpt.pt', 'wb').write(whole[:len(whole) // 2])
+    shutil.copytree(f'{root}/run', f'{root}/badconfig')
+    open(f'{root}/badconfig/config.json', 'w').write('{"max_iters": 8,')
     word_tokenizer(f'{root}/no_eos', 10, eos=False)
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
     llama = dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)
     LlamaForCausalLM(LlamaConfig(**llama, num_key_value_heads=2)).save_pretrained(f'{root}/llama')
     LlamaConfig(**llama, hidden_act='gelu').save_pretrained(f'{root}/llama_gelu')
+    shutil.copytree(f'{root}/llama', f'{root}/llama_cut')
+    whole = open(f'{root}/llama/model.safetensors', 'rb').read()
+    open(f'{root}/llama_cut/model.safetensors', 'wb').write(whole[:len(whole) // 2])
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=512, bos_token_id=2,
                                eos_token_id=2)).save_pretrained(
         f'{root}/hf')
@@ -385,6 +437,7 @@ def run_case(case, root, data_dir):
     args = [a.format(root=root, data=data_dir, shared=SHARED) for a in args]
     if script == 'train.py' and not any(a.startswith('--device') for a in args):
         args.append('--device=cpu')
+    env = env and {k: v.format(root=root) for k, v in env.items()}
     return run(script, *args, check=False, env=env)
 
 

@@ -97,3 +97,24 @@ def test_a_resume_may_not_move_the_schedule_silently(data_dir, tmp_path, change)
     if change != '--stop_iter=20':
         run('train.py', *args, '--init_from=resume', change, '--reschedule')
         assert rows(out)[-1]['iter'] == 40
+
+
+def test_a_resume_continues_the_run_with_its_own_config(data_dir, tmp_path):
+    """--init_from=resume --out_dir=<run> alone continues the run as it was configured: the same weights,
+    bit for bit, as the run resumed with its full command line. A flag given on the resume changes
+    that one setting, and says so."""
+    args = [*TINY, f'--data_dir={data_dir}']
+    for name in ('bare', 'full'):
+        run('train.py', *args, f'--out_dir={tmp_path / name}', '--stop_iter=20')
+    run('train.py', '--init_from=resume', f'--out_dir={tmp_path / "bare"}')
+    run('train.py', *args, '--init_from=resume', f'--out_dir={tmp_path / "full"}')
+    import torch
+    bare, full = (torch.load(tmp_path / name / 'ckpt.pt', weights_only=True) for name in ('bare', 'full'))
+    assert bare['iter_num'] == full['iter_num'] == 40
+    assert all(torch.equal(bare['model'][k], full['model'][k]) for k in full['model'])
+    timeless = [[{k: v for k, v in r.items() if k != 'tok_per_s'} for r in rows(tmp_path / name)] for name in ('bare', 'full')]
+    assert timeless[0] == timeless[1]
+    proc = run('train.py', '--init_from=resume', f'--out_dir={tmp_path / "bare"}', '--max_iters=44',
+               '--lr_decay_iters=44')
+    assert 'resuming with changed settings: max_iters 40 -> 44, lr_decay_iters 40 -> 44' in proc.stdout
+    assert rows(tmp_path / 'bare')[-1]['iter'] == 44

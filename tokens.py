@@ -10,6 +10,7 @@ import json
 import os
 
 import numpy as np
+import torch
 
 DTYPES = ('uint16', 'uint32')
 
@@ -55,6 +56,32 @@ def open_tokens(data_dir, split):
     return np.memmap(path, dtype=dtype, mode='r')
 
 
+def data_tokenizer(data_dir, meta, arch=None):
+    """The tokenizer reference of a prepared data folder (its meta.json read as meta): what sample.py
+    needs to decode its tokens, stored in every checkpoint of a run trained on it."""
+    if meta.get('tokenizer') == 'hf':  # the tokenizer prepare_owt.py --tokenizer saved beside the data
+        with open(os.path.join(data_dir, meta['tokenizer_dir'], 'tokenizer.json'), encoding='utf-8') as f:
+            return dict(kind='hf', json=f.read(), eos_id=meta['eot_token'])
+    if arch == 'gpt2' or meta.get('tokenizer') == 'tiktoken':
+        return dict(kind='tiktoken', name='gpt2')
+    if meta.get('tokenizer') == 'sentencepiece':
+        with open(os.path.join(data_dir, meta['tokenizer_model']), 'rb') as f:
+            model_bytes = f.read()
+        return dict(kind='sentencepiece', model=torch.frombuffer(bytearray(model_bytes), dtype=torch.uint8))
+    return None
+
+
+def same_tokenizer(a, b):
+    """Whether two tokenizer references decode ids alike (a checkpoint from before references: yes)."""
+    if a is None or b is None:
+        return True
+    if a.get('kind') != b.get('kind'):
+        return False
+    if a['kind'] == 'sentencepiece':
+        return torch.equal(torch.as_tensor(a['model']), torch.as_tensor(b['model']))
+    return a.get('json', a.get('name')) == b.get('json', b.get('name'))
+
+
 def load_tokenizer(ref):
     """(encode, decode) for a checkpoint's tokenizer reference (see train.py's tokenizer_reference)."""
     if ref is None:
@@ -72,7 +99,11 @@ def load_tokenizer(ref):
         return ((lambda text: tok.encode(text).ids or [ref['eos_id']]),
                 lambda ids: tok.decode(ids, skip_special_tokens=False))
     import tiktoken
-    enc = tiktoken.get_encoding(ref['name'])
+    try:
+        enc = tiktoken.get_encoding(ref['name'])
+    except Exception as e:  # offline without its cache: requests' connection errors, wrapped in several layers
+        raise SystemExit(f"tiktoken could not load its {ref['name']} files ({type(e).__name__}): connect to the "
+                         f"internet once, or set TIKTOKEN_CACHE_DIR to a folder that holds them") from None
     return (lambda text: enc.encode(text, allowed_special={'<|endoftext|>'}) or [enc.eot_token]), enc.decode
 
 

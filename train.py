@@ -36,7 +36,7 @@ import memory
 from memory import describe as describe_memory
 from hf import from_pretrained, pretrained_config
 from model import GPT, GPTConfig, load_checkpoint
-from tokens import open_tokens, read_meta
+from tokens import data_tokenizer, open_tokens, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
@@ -154,8 +154,29 @@ def fail(message):
     sys.exit(1)
 
 
+PER_INVOCATION = ('init_from', 'overwrite', 'stop_iter', 'reschedule', 'eval_only', 'memory_plan')
+
+
+def run_config(values):
+    """A resume continues the run in out_dir with its own config (config.json), so only the flags that
+    change it need passing; None for a scratch run, or a folder without one."""
+    path = os.path.join(values['out_dir'], 'config.json')
+    if values['init_from'] != 'resume' or not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            held = json.load(f)
+    except (OSError, ValueError) as e:
+        raise FlagError(f"cannot resume: {path} is not the JSON train.py writes ({type(e).__name__}): restore it, "
+                        f"or delete it and pass the run's config again") from None
+    if not isinstance(held, dict):
+        raise FlagError(f"cannot resume: {path} holds no config: restore it, or delete it and pass the run's "
+                        f"config again")
+    return {k: v for k, v in held.items() if k not in PER_INVOCATION}
+
+
 try:
-    config = configure_globals(globals(), sys.argv[1:])
+    config = configure_globals(globals(), sys.argv[1:], start=run_config)
 except FlagError as e:
     fail(str(e))
 # -----------------------------------------------------------------------------
@@ -192,6 +213,13 @@ def check_config():
         fail("CUDA is not available on this machine: run with --device=cpu")
     if stop_iter > max_iters:
         fail(f"stop_iter={stop_iter} lies past max_iters={max_iters}")
+    if reschedule and init_from != 'resume':
+        fail("--reschedule changes the schedule of a run being resumed: drop it, or add --init_from=resume")
+    if eval_only and init_from == 'scratch' and rank == 0:  # allowed (a baseline for the untrained model), said
+        print("eval_only with init_from=scratch: this evaluates an untrained model (--init_from=resume evaluates "
+              "the run in out_dir)")
+    if eval_only and stop_iter:
+        fail("--eval_only trains no step, so --stop_iter means nothing with it: drop one of them")
     if eval_only:
         return
     if taper != 'none' and not 0 <= taper_start < taper_end <= max_iters:
@@ -206,9 +234,16 @@ def check_config():
 
 
 check_config()
+# N ranks split the global batch of one process evenly, so the step sees the same sequences whatever
+# N is (memory.split_batch says how).
+world_batch = gradient_accumulation_steps * batch_size  # sequences per optimizer step, all ranks
+try:
+    accum_steps, micro_batch = memory.split_batch(config, world_size)  # per rank per step; sequences each
+except ValueError as e:
+    fail(str(e))
 if memory_plan:  # the plan needs the config alone: no data, no device, nothing allocated or written
     if rank == 0:
-        print(describe_memory(config, world_size if fsdp else 1))
+        print(describe_memory(config, world_size if fsdp else 1, ranks=world_size))
     raise SystemExit(0)
 ram = memory.device_bytes('cpu')
 if 8 * eval_iters * batch_size > ram / 2:  # estimate_loss's window index, in host memory
@@ -228,15 +263,6 @@ if fsdp and not ddp:
 if fsdp and eval_iters % world_size:
     fail(f"under FSDP every evaluation forward is collective: make eval_iters={eval_iters} a multiple "
          f"of the {world_size} ranks")
-# N ranks split the global batch of one process: each runs ceil(accumulation / N) micro-batches of
-# equal size, so the step sees the same sequences whatever N is.
-world_batch = gradient_accumulation_steps * batch_size  # sequences per optimizer step, all ranks
-accum_steps = -(-gradient_accumulation_steps // world_size)  # micro-batches per rank per step
-micro_batch = world_batch // (world_size * accum_steps)     # sequences per micro-batch
-if micro_batch * world_size * accum_steps != world_batch:
-    fail(f"{world_size} ranks cannot split the global batch of {gradient_accumulation_steps} x "
-         f"{batch_size} = {world_batch} sequences evenly: make gradient_accumulation_steps a multiple "
-         f"of {world_size}, or batch_size x gradient_accumulation_steps a multiple of {world_size}")
 tokens_per_iter = world_batch * block_size
 device_type = 'cuda' if device.startswith('cuda') else 'cpu'
 ckpt_path = os.path.join(out_dir, 'ckpt.pt')
@@ -294,35 +320,10 @@ if mask_eot_targets and 'eot_token' not in meta:
          f"`python prepare_owt.py` or set --mask_eot_targets=False")
 
 
-def read_tokenizer_reference():
-    """What sample.py needs to decode this run's tokens, stored in every checkpoint."""
-    if meta.get('tokenizer') == 'hf':  # the tokenizer prepare_owt.py --tokenizer saved beside the data
-        with open(os.path.join(data_dir, meta['tokenizer_dir'], 'tokenizer.json'), encoding='utf-8') as f:
-            return dict(kind='hf', json=f.read(), eos_id=meta['eot_token'])
-    if arch == 'gpt2' or meta.get('tokenizer') == 'tiktoken':
-        return dict(kind='tiktoken', name='gpt2')
-    if meta.get('tokenizer') == 'sentencepiece':
-        with open(os.path.join(data_dir, meta['tokenizer_model']), 'rb') as f:
-            model_bytes = f.read()
-        return dict(kind='sentencepiece', model=torch.frombuffer(bytearray(model_bytes), dtype=torch.uint8))
-    return None
-
-
 try:
-    tokenizer = read_tokenizer_reference()  # up front: a data folder without its tokenizer stops here
+    tokenizer = data_tokenizer(data_dir, meta, arch)  # up front: a data folder without its tokenizer stops here
 except (OSError, KeyError) as e:
     fail(f"{data_dir} lacks its tokenizer ({e}): prepare the data again with `python {prepare_cmd}`")
-
-
-def same_tokenizer(a, b):
-    """Whether two tokenizer references decode ids alike (a checkpoint from before references: yes)."""
-    if a is None or b is None:
-        return True
-    if a.get('kind') != b.get('kind'):
-        return False
-    if a['kind'] == 'sentencepiece':
-        return torch.equal(torch.as_tensor(a['model']), torch.as_tensor(b['model']))
-    return a.get('json', a.get('name')) == b.get('json', b.get('name'))
 
 
 def windows(split, ix):
@@ -394,7 +395,7 @@ def get_gate(it):
 
 
 # --- model, optimizer, resume ---------------------------------------------------------------------
-need = memory.plan(config, world_size if fsdp else 1)['total']  # before anything is allocated
+need = memory.plan(config, world_size if fsdp else 1, ranks=world_size)['total']  # before anything is allocated
 have = memory.device_bytes(device)
 if need > have:
     fail(f"this run's memory plan needs {need / 1e9:.1f} GB but {device} has {have / 1e9:.1f} GB: lower "
@@ -435,7 +436,7 @@ elif init_from == 'resume':
              f"trained on: resume with the run's own data_dir ({checkpoint['config'].get('data_dir')})")
     iter_num = last_saved = checkpoint['iter_num']
     changed = {k: (v, config[k]) for k, v in checkpoint['config'].items()
-               if k in config and v != config[k] and k not in ('init_from', 'overwrite', 'stop_iter', 'reschedule')}
+               if k in config and v != config[k] and k not in PER_INVOCATION}
     moved = [k for k in SCHEDULE if k in changed and (fakeln if k.startswith('fakeln') else needs_start)]
     if moved and not reschedule:
         fail(f"cannot resume: {', '.join(f'{k} {changed[k][0]!r} -> {changed[k][1]!r}' for k in moved)} changes "
@@ -534,6 +535,9 @@ if checkpoint is not None:
     checkpoint = None  # free it
 log_rows = (read_log_rows(log_path, iter_num)
             if master and init_from == 'resume' and os.path.isfile(log_path) else [])
+if master and init_from == 'resume' and not eval_only and not os.path.isfile(log_path):
+    print(f"note: {out_dir} has no log.jsonl, so its log restarts at iter {iter_num}: the curves of plot.py "
+          f"will start there")
 
 # --- out_dir: nothing in it changes until the run has taken its first healthy step ---------------
 # Then open_run() writes config.json and the log, and --overwrite moves the old run's files aside.
