@@ -8,10 +8,14 @@ folded or not, TinyStories or GPT-2:
 With no norm left, nothing resets the scale of the residual stream: a token whose embedding row is
 far larger than its peers (e.g. one never seen in training, whose tied row only ever receives the
 softmax's push) can grow layer by layer until a window's loss explodes. For the worst windows the
-report gives the cross-entropy distribution and its outliers, the window's rarest tokens with their
-training counts and embedding norms against the typical norm, and the residual-stream norm at the
-exploding position after every layer. Scored in float64 by default, so a blow-up reads as a number
-and not as float32's overflow. The last line is JSON.
+report gives the cross-entropy distribution and its outliers; in a window that stands out (CE above
+twice the median), the largest-norm tokens before its peak, with their training counts, their
+embedding norms against the typical norm, and the window's CE with each one's input row reset to the
+mean seen row (a counterfactual); a suspect token only when one stands out; and the residual-stream
+norm at the peak position after every layer, with the first block that grows it more than --growth
+times that block's typical growth. A block whose typical growth is --growth times the median block's
+is named on its own: a blown-up weight shows there, not as a token. Scored in float64 by default, so a blow-up
+reads as a number and not as float32's overflow. The last line is JSON.
 """
 
 import json
@@ -84,27 +88,57 @@ def window_tokens(data, w, T):
 
 
 def score_windows(model, data, T, n, batch_size=16):
-    """(cross-entropy, peak last-layer residual norm) of each of the first n windows, as arrays."""
+    """(cross-entropy, peak last-layer residual norm) of each of the first n windows, as arrays, and
+    each block's typical growth: the median, over every position of every window, of the factor by
+    which it multiplies the residual norm."""
     device = model.transformer.wte.weight.device
-    ce, peaks = [], []
+    ce, peaks, growths = [], [], []
     for start in range(0, n, batch_size):
         idx = torch.stack([window_tokens(data, w, T) for w in range(start, min(n, start + batch_size))]).to(device)
         c, norms = residual_norms(model, idx)
         ce += c.tolist()
         peaks += norms[:, -1].max(dim=1).values.tolist()
-    return np.array(ce), np.array(peaks)
+        growths.append((norms[:, 1:] / norms[:, :-1]).transpose(0, 1).reshape(len(model.transformer.h), -1).cpu())
+    typical = torch.cat(growths, dim=1).double().nan_to_num(nan=math.inf).median(dim=1).values
+    return np.array(ce), np.array(peaks), typical.numpy()
 
 
-def diagnose(model, data, counts=None, window=256, max_windows=512, batch_size=16, top=3):
-    """The report as a dict. data: a token array; consecutive windows of window + 1 tokens are scored."""
+@torch.no_grad()
+def reset_row_ce(model, idx, token, row):
+    """The cross-entropy of window idx (1, T + 1) with token's input embedding replaced by row at every
+    position that holds it: the counterfactual of one token. The head (tied or not) is untouched."""
+    def swap(module, args, out):
+        return torch.where((args[0] == token)[..., None], row.to(out.dtype), out)
+    hook = model.transformer.wte.register_forward_hook(swap)
+    try:
+        return residual_norms(model, idx)[0].item()
+    finally:
+        hook.remove()
+
+
+def diagnose(model, data, counts=None, window=256, max_windows=512, batch_size=16, top=3, norm_outlier=3.0,
+             growth=10.0):
+    """The report as a dict. data: a token array; consecutive windows of window + 1 tokens are scored.
+    (See also the module's docstring.)
+    A worst window stands out when its CE is not within twice the median. In such a window, each of
+    the five largest-norm tokens before its peak is re-scored with its input row reset to the mean row
+    of the tokens seen in training (all rows without counts); the suspect is the one whose reset
+    lowers the CE most, named only if it stands out: its row norm_outlier times the median norm or
+    more, never seen in training, or its reset removing more than half of the window's excess over
+    the median. In every worst window, the first block that grows the residual norm at the peak more
+    than growth times its typical growth (the median over all positions scored) is flagged; and, for
+    the whole model, the first block whose typical growth is more than growth times the median
+    block's (a weight, not a token, as the cause)."""
     T = min(window, model.config.block_size)
     n = min(max_windows, (len(data) - 1) // T)
     if n < 1:
         raise SystemExit(f"the split holds {len(data)} tokens, fewer than one window of {T + 1}")
-    emb = model.transformer.wte.weight.detach().double()
-    row_norm = emb.norm(dim=1)
+    emb = model.transformer.wte.weight.detach()
+    row_norm = emb.double().norm(dim=1)
     typical = row_norm.median().item()
-    ce, peaks = score_windows(model, data, T, n, batch_size)
+    seen = torch.ones(len(emb), dtype=torch.bool) if counts is None else torch.from_numpy(counts > 0)
+    mean_row = emb[seen.to(emb.device)].mean(dim=0)
+    ce, peaks, typical_growth = score_windows(model, data, T, n, batch_size)
     finite = np.isfinite(ce)
     median = float(np.median(ce[finite])) if finite.any() else math.nan
     outliers = [int(w) for w in np.argsort(np.where(finite, ce, np.inf))[::-1]
@@ -112,41 +146,80 @@ def diagnose(model, data, counts=None, window=256, max_windows=512, batch_size=1
     report = dict(windows=n, window=T, median=median, mean=float(ce.mean()) if finite.all() else math.inf,
                   non_finite=int((~finite).sum()), outliers=len(outliers), typical_embedding_norm=typical,
                   quantiles={q: float(np.quantile(ce[finite], q / 100)) for q in (10, 50, 90, 99)} if finite.any() else {},
-                  unseen_tokens=None if counts is None else int((counts == 0).sum()), worst=[])
+                  unseen_tokens=None if counts is None else int((counts == 0).sum()), norm_outlier=norm_outlier,
+                  growth=growth, typical_growth=typical_growth.tolist(), worst=[])
+    # A block that grows the stream far more than the model's median block does, at typical positions:
+    # a weight that blows every window up, which no token or window singles out.
+    usual = float(np.median(typical_growth))
+    report['weight_block'] = next((l for l, g in enumerate(typical_growth) if not g <= growth * usual), None)
     for w in (outliers or list(np.argsort(ce)[::-1]))[:top]:
         idx = window_tokens(data, w, T)[None].to(emb.device)
         _, norms = residual_norms(model, idx)
         last = norms[0, -1].nan_to_num(nan=math.inf)
-        pos = int(last.argmax())                                   # the exploding position
+        pos = int(last.argmax())                                   # the position where the stream peaks
         upto = idx[0, :pos + 1].tolist()
-        suspect = max(set(upto), key=lambda t: row_norm[t].item())  # the largest row it has seen
-        tokens = [dict(id=t, position=max(i for i, u in enumerate(upto) if u == t),
-                       train_count=None if counts is None else int(counts[t]),
-                       embedding_norm_ratio=row_norm[t].item() / typical)
-                  for t in sorted(set(upto), key=lambda t: -row_norm[t].item())[:5]]
-        report['worst'].append(dict(window=int(w), ce=float(ce[w]), position=pos, suspect=suspect,
-                                    tokens=tokens, residual_norm=norms[0, :, pos].tolist()))
+        stands_out = w in outliers
+        tokens = []
+        for t in sorted(set(upto), key=lambda t: -row_norm[t].item())[:5]:
+            count = None if counts is None else int(counts[t])
+            ratio = row_norm[t].item() / typical
+            reset_ce = reset_row_ce(model, idx, t, mean_row) if stands_out else None
+            reasons = [] if not stands_out else (
+                ([f"embedding norm {ratio:.3g}x typical"] if ratio >= norm_outlier else [])
+                + (["never seen in training"] if count == 0 else [])
+                + ([f"its reset lowers the CE from {ce[w]:.4g} to {reset_ce:.4g}"]
+                   if not ce[w] - reset_ce <= 0.5 * (ce[w] - median) else []))  # NaN: a reset that cures
+            tokens.append(dict(id=t, position=max(i for i, u in enumerate(upto) if u == t), train_count=count,
+                               embedding_norm_ratio=ratio, reset_ce=reset_ce, reasons=reasons))
+        ranked = sorted(tokens, key=lambda t: -np.nan_to_num(ce[w] - t['reset_ce'], nan=np.inf)) if stands_out else []
+        suspect = next((t for t in ranked if t['reasons']), None)
+        through = norms[0, :, pos].nan_to_num(nan=math.inf).double()
+        ratios = (through[1:] / through[:-1]).tolist()            # block l multiplies the norm by ratios[l]
+        grown = next((l for l, r in enumerate(ratios) if not r <= growth * typical_growth[l]), None)
+        report['worst'].append(dict(window=int(w), ce=float(ce[w]), stands_out=stands_out, position=pos,
+                                    suspect=suspect and suspect['id'], reasons=suspect['reasons'] if suspect else [],
+                                    tokens=tokens, residual_norm=norms[0, :, pos].tolist(), block_growth=ratios,
+                                    growth_block=grown))
     report['peak_residual_norm'] = dict(median=float(np.median(peaks)), max=float(np.max(peaks)))
     return report
 
 
 def print_report(report, decode=None):
     name = (lambda t: repr(decode([t]))) if decode else str
-    print(f"{report['windows']} windows of {report['window']} tokens: median CE {report['median']:.4f}, "
+    print(f"{report['windows']} windows of {report['window']} tokens: median CE {report['median']:.4g}, "
           f"mean {report['mean']:.4g}; {report['non_finite']} non-finite, {report['outliers']} above twice the median")
     if report['quantiles']:
-        print("CE quantiles: " + ", ".join(f"p{q} {v:.4f}" for q, v in report['quantiles'].items()))
+        print("CE quantiles: " + ", ".join(f"p{q} {v:.4g}" for q, v in report['quantiles'].items()))
     if report['unseen_tokens'] is not None:
         print(f"{report['unseen_tokens']} vocabulary entries never occur in the training tokens")
     print(f"typical embedding row norm (median over the vocabulary): {report['typical_embedding_norm']:.4g}")
     for worst in report['worst']:
-        print(f"\nwindow {worst['window']}: CE {worst['ce']:.4g}; the residual stream peaks at position "
-              f"{worst['position']}; suspect token {name(worst['suspect'])}")
+        print(f"\nwindow {worst['window']}: CE {worst['ce']:.4g} ({worst['ce'] / report['median']:.3g}x the median); "
+              f"the residual stream peaks at position {worst['position']}")
+        if not worst['stands_out']:
+            print("  it does not stand out (its CE is within twice the median): no suspect")
+        elif worst['suspect'] is None:
+            print(f"  no token stands out: none has an embedding norm {report['norm_outlier']:.3g}x typical or more, "
+                  f"none is unseen, and resetting none removes half of the excess CE")
+        else:
+            print(f"  suspect token {name(worst['suspect'])}: {'; '.join(worst['reasons'])}")
         for t in worst['tokens']:
             seen = '' if t['train_count'] is None else f", {t['train_count']:,} times in training"
+            reset = '' if t['reset_ce'] is None else f"; CE with its input row reset: {t['reset_ce']:.4g}"
             print(f"  token {name(t['id'])} (id {t['id']}, last at {t['position']}): embedding norm "
-                  f"{t['embedding_norm_ratio']:.2f}x typical{seen}")
+                  f"{t['embedding_norm_ratio']:.3g}x typical{seen}{reset}")
         print("  residual norm by layer: " + " -> ".join(f"{v:.3g}" for v in worst['residual_norm']))
+        b = worst['growth_block']
+        if b is None:
+            print(f"  no block grows it more than {report['growth']:.3g}x its typical growth")
+        else:
+            print(f"  growth starts at block {b} (transformer.h.{b}): x{worst['block_growth'][b]:.3g} here, "
+                  f"x{report['typical_growth'][b]:.3g} at a typical position")
+    b, typical = report['weight_block'], report['typical_growth']
+    if b is not None:
+        print(f"\nblock {b} (transformer.h.{b}) multiplies the residual norm by {typical[b]:.3g} at a typical "
+              f"position, more than {report['growth']:.3g}x the median block's {np.median(typical):.3g}: look at its "
+              f"weights")
 
 
 def plot(report, path):
@@ -172,6 +245,9 @@ FLAGS = dict(
     window=flag(256, "tokens per scored window (cropped to the model's context)", min=1),
     max_windows=flag(512, "windows to score at most", min=1),
     top=flag(3, "worst windows to report", min=1),
+    norm_outlier=flag(3.0, "an embedding row this many times the median row norm stands out", above=1),
+    growth=flag(10.0, "flag a block that grows the residual norm this many times more than it typically does "
+                      "(at the peak), or than the median block does (at a typical position)", above=1),
     dtype=flag('float64', "float64 shows a blow-up as a number, not as float32's overflow",
                choices=('float64', 'float32')),
     plot=flag(None, "also write residual norm against layer to this image file (.png, .pdf, .svg)", type=str),
@@ -245,7 +321,8 @@ def main(argv=None):
              f"{model.config.vocab_size}: pass the --data_dir the run was trained on")
     decode = load_tokenizer(ckpt['tokenizer'])[1] if ckpt.get('tokenizer') else None
     report = diagnose(model, data, train_counts(data_dir, model.config.vocab_size),
-                      args.window, args.max_windows, top=args.top)
+                      args.window, args.max_windows, top=args.top, norm_outlier=args.norm_outlier,
+                      growth=args.growth)
     print_report(report, decode)
     if args.plot:
         plot(report, args.plot)

@@ -61,11 +61,55 @@ def test_diagnostic_points_at_the_inflated_unseen_token():
     assert report['outliers'] == 1 and report['unseen_tokens'] == 1
     worst = report['worst'][0]
     assert worst['window'] == 5 and worst['ce'] == pytest.approx(ce[5], rel=1e-12) and worst['suspect'] == K
+    # it stands out on every count: its norm, its absence from training, and the counterfactual, whose
+    # CE is the window's re-scored with K's input row set to the mean seen row (written out here)
+    with torch.no_grad():
+        mean_row = model.transformer.wte.weight[torch.from_numpy(np.bincount(train, minlength=V) > 0)].mean(dim=0)
+        x5 = torch.from_numpy(val[5 * T:6 * T].astype(np.int64))
+        emb = model.transformer.wte.weight[x5].clone()
+        emb[x5 == K] = mean_row
+        hook = model.transformer.wte.register_forward_hook(lambda m, a, out: emb[None])
+        logits = model(x5[None])[0][0]
+        hook.remove()
+        cf = -(logits - logits.logsumexp(-1, keepdim=True)).gather(-1, y[5][:, None]).mean().item()
+    assert [t['reset_ce'] for t in worst['tokens'] if t['id'] == K][0] == pytest.approx(cf, rel=1e-9)
+    assert cf < 2 * report['median'] and len(worst['reasons']) == 3
+    assert worst['growth_block'] == 1 and report['weight_block'] is None  # it grows from block 1 on
     top = worst['tokens'][0]
     assert top['id'] == K and top['position'] == 10 and top['train_count'] == 0
     assert top['embedding_norm_ratio'] > 10
     norms = worst['residual_norm']  # embedding, then after each of the 4 blocks
     assert len(norms) == 5 and all(b > a for a, b in zip(norms, norms[1:])) and norms[-1] > 1e4 * norms[0]
+
+
+def test_a_healthy_model_has_no_suspect_and_no_flagged_block():
+    """The same model without the inflated row: no window stands out, so no token is named, and no
+    block grows the residual beyond its usual."""
+    model = norm_free_model_with_an_inflated_row(scale=1.0).double()
+    train, val = token_files()
+    report = diagnose.diagnose(model, val, np.bincount(train, minlength=V), window=T, max_windows=20)
+    assert report['outliers'] == 0 and report['weight_block'] is None
+    assert all(w['suspect'] is None and not w['stands_out'] and w['growth_block'] is None for w in report['worst'])
+
+
+def test_a_blown_up_weight_is_named_as_its_block_and_blames_no_token():
+    """Block 2's MLP output matrix 1000x too large: every window grows there, so the report names
+    block 2 from the residual norms (its growth at a typical position, written out here) and no token."""
+    model = norm_free_model_with_an_inflated_row(scale=1.0).double()
+    with torch.no_grad():
+        model.transformer.h[2].mlp.w2.weight *= 1000
+    train, val = token_files()
+    report = diagnose.diagnose(model, val, np.bincount(train, minlength=V), window=T, max_windows=20)
+    assert report['weight_block'] == 2 and all(w['suspect'] is None for w in report['worst'])
+    outs = []
+    hooks = [b.register_forward_hook(lambda m, a, out: outs.append((a[0].norm(dim=-1), out.norm(dim=-1))))
+             for b in model.transformer.h]
+    with torch.no_grad():
+        model(torch.from_numpy(val[:20 * T].astype(np.int64)).view(20, T))
+    for h in hooks:
+        h.remove()
+    growth = [float((after / before).median()) for before, after in outs]
+    assert growth[2] > 10 * float(np.median(growth)) and max(growth[:2]) < 10 * float(np.median(growth))
 
 
 def test_diagnose_script_reports_on_a_checkpoint(tmp_path):
