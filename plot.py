@@ -4,7 +4,8 @@ Training curves of several runs as the paper's Figures 1-2 (Sec. 4.1), read from
     python plot.py out/base_s0 out/base_s1 out/itaper_s0 out/ataper_s0 --out_dir out-plots
 
 writes loss.png (Fig. 1a), logit_norm.png (Fig. 1b) and grad_norms.png (Fig. 2). Runs whose configs
-name the same setting are seeds of it: each setting is drawn as the median over seeds with a shaded
+agree on everything but the seed (and out_dir, data_dir and the flags of one invocation) are seeds
+of one setting: each setting is drawn as the median over seeds with a shaded
 2.5-97.5 percentile band, as in the paper. Settings without a final norm (All-Taper) are dashed.
 Train curves are EMA-smoothed per run (--smooth) before the median; val losses are drawn raw.
 """
@@ -60,7 +61,7 @@ def load_run(run_dir):
     if not train:
         raise SystemExit(f"{log_path} has no training rows yet; plot it after the first log interval.")
     label = TAPER_LABELS[config["taper"]] + AUX_LABELS[config["aux_loss"]]
-    return dict(label=label, taper=config["taper"], train=train, evals=evals)
+    return dict(label=label, taper=config["taper"], train=train, evals=evals, config=config)
 
 
 def is_number(value):
@@ -84,11 +85,32 @@ def row_problem(row):
     return ""
 
 
-def group_runs(runs):
-    """Runs with the same label are seeds of one setting; settings keep the order they were given in."""
-    groups = {}
+# Config keys that differ between seeds of one setting, or between invocations of one run
+PER_RUN = ("seed", "out_dir", "init_from", "overwrite", "stop_iter", "reschedule", "eval_only", "memory_plan",
+           "wandb_run_name", "data_dir")
+
+
+def group_runs(runs, labelled=False):
+    """Seeds of one setting, in the order given: runs with the same label when the labels were given,
+    else runs whose configs agree on everything but PER_RUN. Two settings that share a label (e.g.
+    All-Taper with two taper ends) get the keys they differ in appended to it."""
+    if labelled:
+        groups = {}
+        for run in runs:
+            groups.setdefault(run["label"], []).append(run)
+        return groups
+    keyed = {}
     for run in runs:
-        groups.setdefault(run["label"], []).append(run)
+        setting = tuple(sorted((k, json.dumps(v)) for k, v in run["config"].items() if k not in PER_RUN))
+        keyed.setdefault((run["label"], setting), []).append(run)
+    groups = {}
+    for (label, setting), members in keyed.items():
+        twins = [other for (l, other) in keyed if l == label and other != setting]
+        if twins:
+            mine, theirs = dict(setting), dict(twins[0])
+            label += " (" + ", ".join(f"{k}={json.loads(mine[k])}" for k in sorted(mine)
+                                      if mine[k] != theirs.get(k)) + ")"
+        groups[label] = members
     return groups
 
 
@@ -174,7 +196,7 @@ def main(argv=None):
     if args.labels is not None:
         for run, label in zip(runs, args.labels):
             run["label"] = label.strip()
-    groups = group_runs(runs)
+    groups = group_runs(runs, labelled=args.labels is not None)
     os.makedirs(args.out_dir, exist_ok=True)
     written = []
 

@@ -30,6 +30,7 @@ import difflib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -323,7 +324,38 @@ def main(argv=None):
                            '--device=cpu', '--batch_size=1', f'--prompt_len={args.bench_prompt}',
                            f'--max_new_tokens={args.bench_new}',
                            '--repeats=9').strip().splitlines()[-1])['rows']
-    figures = run('plot.py', *[d for name in settings for d in runs[name]], '--out_dir', args.assets)
+    # Each run's log, config and timing, kept beside the results (the repository's copy of every row a
+    # figure draws), and the figures drawn from those copies: the paper's settings, then every setting.
+    kept = {}
+    for name in settings:
+        for out_dir in runs[name]:
+            kept[out_dir] = os.path.join(args.assets, 'runs', os.path.basename(out_dir))
+            os.makedirs(kept[out_dir], exist_ok=True)
+            for f in ('log.jsonl', 'config.json', 'train_time.json'):
+                if os.path.isfile(os.path.join(out_dir, f)):
+                    shutil.copyfile(os.path.join(out_dir, f), os.path.join(kept[out_dir], f))
+    paper = [name for name in settings if name not in ABLATIONS]
+    figures = run('plot.py', *[kept[d] for name in paper for d in runs[name]], '--out_dir', args.assets,
+                  '--labels', ','.join(settings[name][0] for name in paper for _ in runs[name]))
+    if len(paper) < len(settings):
+        figures += run('plot.py', *[kept[d] for name in settings for d in runs[name]], '--out_dir', args.assets,
+                       '--prefix', 'ablations_', '--labels', ','.join(settings[name][0] for name in settings
+                                                                      for _ in runs[name]))
+
+    def paired_gap(base_scores, scores, key):
+        """The setting's CE minus Baseline's on the same seed (same initial weights and batches), over
+        the seeds both have: mean and sd in nats and in %, the signs, and the paired t statistic."""
+        by_seed = {s['seed']: s[key] for s in base_scores}
+        pairs = [(s[key], by_seed[s['seed']]) for s in scores if s['seed'] in by_seed]
+        if not pairs:
+            return None
+        d = np.array([a - b for a, b in pairs])
+        pct = np.array([100 * (a / b - 1) for a, b in pairs])
+        sd = float(np.std(d, ddof=1)) if len(d) > 1 else None
+        return dict(seeds=len(d), nats=float(d.mean()), nats_sd=sd, pct=float(pct.mean()),
+                    pct_sd=float(np.std(pct, ddof=1)) if len(d) > 1 else None,
+                    signs=''.join('+' if x > 0 else '-' if x < 0 else '0' for x in d),
+                    t=float(d.mean() / (sd / np.sqrt(len(d)))) if sd else None)
 
     def summary(scores, key):
         values = [s[key] for s in scores]
@@ -341,6 +373,8 @@ def main(argv=None):
             row[key + '_gap'] = None if name == 'baseline' or value is None else 100 * (value / base[key] - 1)
         for key in ('outliers', 'non_finite', 'excluded'):
             row[key] = sum(s[key] for s in scores)
+        if name != 'baseline':
+            row['paired'] = {key: paired_gap(ce['baseline'], scores, key) for key in keys}
         table[name] = row
     tok_per_s = {r['variant']: r['tok_per_s'] for r in bench}
     meta = json.load(open(os.path.join(args.data_dir, 'meta.json')))
@@ -368,8 +402,8 @@ def main(argv=None):
           f"val CE at g = 0 over {data['val_windows']} held-out windows (float64), {len(seeds)} seed(s), mean ± std "
           f"over seeds (gap vs Baseline); clean windows hold only tokens that occur in training",
           '',
-          "| setting | clean windows, mean | clean windows, median | windows excluded | all windows, median | "
-          "all windows, mean | non-finite | > 2x median | paper's gap (1M) |",
+          "| setting | clean windows, mean | clean windows, median | windows excluded (sum over seeds) | "
+          "all windows, median | all windows, mean | non-finite (sum) | > 2x median (sum) | paper's gap (1M) |",
           "|---|---|---|---|---|---|---|---|---|"]
     for name, row in table.items():
         trained = len(runs[name])
@@ -378,6 +412,21 @@ def main(argv=None):
         md.append(f"| {row['label']}{note} | {cell(row, 'clean_mean')} | {cell(row, 'clean_median')} | {row['excluded']} | "
                   f"{cell(row, 'median')} | {cell(row, 'mean')} | {row['non_finite']} | {row['outliers']} | "
                   f"{PAPER_GAP.get(name, '')} |")
+    def paired_cell(gap):
+        if gap is None:
+            return 'no seed shared with Baseline'
+        sd = f" ± {gap['nats_sd']:.3f}" if gap['nats_sd'] is not None else ''
+        pct = f" ± {gap['pct_sd']:.2f}" if gap['pct_sd'] is not None else ''
+        t = f", t = {gap['t']:.3g}" if gap['t'] is not None else ''
+        return f"{gap['nats']:+.3f}{sd} ({gap['pct']:+.2f}{pct}%), {gap['signs']}{t}"
+
+    md += ['', "paired gap to Baseline: the setting's val CE minus Baseline's on the same seed (same initial "
+               "weights and batches), mean ± sd over seeds in nats (and %), each seed's sign, and the paired t",
+           '', "| setting | seeds | clean windows, mean | all windows, median |", "|---|---|---|---|"]
+    for name, row in table.items():
+        if name != 'baseline' and row['paired']['clean_mean'] is not None:
+            md.append(f"| {row['label']} | {row['paired']['clean_mean']['seeds']} | "
+                      f"{paired_cell(row['paired']['clean_mean'])} | {paired_cell(row['paired']['median'])} |")
     md += ['', 'per seed', '',
            "| setting | seed | clean windows, mean | windows excluded | all windows, median | all windows, mean | "
            "non-finite | > 2x median (of them clean) | train minutes |",

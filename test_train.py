@@ -550,23 +550,27 @@ def test_reproduce_script_end_to_end(tmp_path):
     out = run('reproduce.py', '--input_file', f"{SHARED / 'tinystories' / 'train_sample.txt'},"
               f"{SHARED / 'tinystories' / 'valid_sample.txt'}", '--val_fraction=0.1', f'--data_dir={tmp_path / "data"}',
               f'--out_root={tmp_path / "runs"}', f'--assets={tmp_path / "assets"}', '--val_windows=8', '--jobs=2', '--seeds=1,2', '--ablation_seeds=1',
+              '--settings=baseline,internal,all,all-noaux,all-notail',
               '--bench_prompt=16', '--bench_new=8', '--', '--n_layer=2', '--block_size=64', '--max_iters=24',
-              '--warmup_iters=8', '--taper_start=8', '--taper_end=24', '--lr_decay_iters=24', '--eval_interval=12',
+              '--warmup_iters=8', '--taper_start=8', '--taper_end=20', '--lr_decay_iters=24', '--eval_interval=12',
               '--eval_iters=2', '--log_interval=4', '--learning_rate=1e-3').stdout
     results = json.load(open(tmp_path / 'assets' / 'results.json'))
-    assert set(results['settings']) == {'baseline', 'internal', 'all', 'all-noaux'}
+    assert set(results['settings']) == {'baseline', 'internal', 'all', 'all-noaux', 'all-notail'}
+    taper_end = {name: json.load(open(tmp_path / 'runs' / f'{name}-s1' / 'config.json'))['taper_end']
+                 for name in ('all', 'all-notail')}
+    assert taper_end == {'all': 20, 'all-notail': 24}  # the no-tail ablation tapers to the last step
     assert results['settings']['baseline']['median'] > 0 and '| Baseline |' in out
     for row in results['settings'].values():  # clean windows hold only tokens seen in training
         assert 0 <= row['excluded'] <= 8 * len(results['seeds']) and row['non_finite'] >= 0
         assert (row['clean_mean'] is None) == (row['mean'] is None)
-    assert '[2/4] Internal-Taper (+aux), seed' in out  # progress, setting by setting
+    assert '[2/5] Internal-Taper (+aux), seed' in out  # progress, setting by setting
     seeds_trained = {name: len(row['val_ce']) for name, row in results['settings'].items()}
-    assert seeds_trained == {'baseline': 2, 'internal': 2, 'all': 2, 'all-noaux': 1}  # the ablation on seed 1
+    assert seeds_trained == {'baseline': 2, 'internal': 2, 'all': 2, 'all-noaux': 1, 'all-notail': 1}  # ablations: seed 1
     assert results['settings']['baseline']['clean_mean_std'] is not None and '| All-Taper (no aux) (1 seed) |' in out
     meta = json.load(open(tmp_path / 'data' / 'meta.json'))
     assert results['data']['epochs'] == pytest.approx(24 * 16 * 64 / meta['train_tokens'])
     assert meta['val_tokens'] < meta['train_tokens'] / 5  # a tenth of the pooled stories held out
-    assert set(results['reset_unseen']) == {'all', 'all-noaux'} and (tmp_path / 'assets' / 'diagnose.txt').exists()
+    assert set(results['reset_unseen']) == {'all', 'all-noaux', 'all-notail'} and (tmp_path / 'assets' / 'diagnose.txt').exists()
     table = (tmp_path / 'assets' / 'results.md').read_text()  # the Markdown the README's Results quote
     assert '| Internal-Taper (+aux) |' in table and '--reset_unseen' in table and table.strip() in out
     for rows in results['reset_unseen'].values():  # clean windows hold no reset token: unchanged
@@ -576,4 +580,18 @@ def test_reproduce_script_end_to_end(tmp_path):
         assert fold['max_logit_diff_float64'] < 1e-10 * max(1.0, fold['max_logit'])
         assert fold['val_ce_folded'] == pytest.approx(fold['val_ce'], rel=1e-6, abs=1e-5)
     assert {r['variant'] for r in results['bench']} == {'baseline', 'fused'}
+    # paired gaps, written out from the per-seed scores: same seed, setting minus Baseline
+    base = {r['seed']: r['clean_mean'] for r in results['settings']['baseline']['val_ce']}
+    d = [r['clean_mean'] - base[r['seed']] for r in results['settings']['all']['val_ce']]
+    paired = results['settings']['all']['paired']['clean_mean']
+    assert paired['seeds'] == 2 and paired['nats'] == pytest.approx(sum(d) / 2, rel=1e-12)
+    assert paired['nats_sd'] == pytest.approx(abs(d[0] - d[1]) / 2 ** 0.5, rel=1e-9)
+    assert paired['signs'] == ''.join('+' if x > 0 else '-' for x in d) and '| setting | seeds |' in table
+    # every run's log is kept beside the results, and the figures redraw from those copies alone
+    for name, seeds in seeds_trained.items():
+        for seed in range(1, seeds + 1):
+            kept = tmp_path / 'assets' / 'runs' / f'{name}-s{seed}'
+            assert (kept / 'log.jsonl').read_bytes() == (tmp_path / 'runs' / f'{name}-s{seed}' / 'log.jsonl').read_bytes()
+    redrawn = run('plot.py', *sorted((tmp_path / 'assets' / 'runs').iterdir()), f'--out_dir={tmp_path / "redrawn"}')
+    assert redrawn.stdout.count('wrote') == 3 and (tmp_path / 'assets' / 'ablations_loss.png').exists()
     assert all((tmp_path / 'assets' / f).stat().st_size > 10_000 for f in ('loss.png', 'logit_norm.png', 'grad_norms.png'))
