@@ -32,6 +32,21 @@ SHAPE_KEYS = {'arch', 'vocab_size', 'n_layer', 'n_head', 'n_kv_head', 'n_embd', 
 HF_EPS = 1e12  # sqrt(mean square + 1e12) is 1e6 to float precision for any residual stream
 
 
+def offline_without_network():
+    """Without a network, transformers retries the hub for about 30 s before it looks in its cache:
+    when the hub's host cannot be reached within 3 s, go offline at once, as HF_HUB_OFFLINE=1 does
+    (a cached model still loads, an uncached one fails at once)."""
+    import socket
+    from urllib.parse import urlparse
+    import huggingface_hub.constants as hub
+    if hub.HF_HUB_OFFLINE:
+        return
+    try:
+        socket.create_connection((urlparse(hub.ENDPOINT).hostname, 443), timeout=3).close()
+    except OSError:
+        hub.HF_HUB_OFFLINE = True
+
+
 def load_hf(hf_class, name_or_dir):
     """hf_class.from_pretrained(name_or_dir), or one sentence that says what to do instead."""
     from transformers.utils import logging
@@ -55,6 +70,7 @@ def load_hf(hf_class, name_or_dir):
             reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise ValueError(f"transformers could not read {name_or_dir} ({reason}): write it again with "
                              f"save_pretrained, or download it again") from None
+    offline_without_network()
     try:
         return hf_class.from_pretrained(name_or_dir)
     except (OSError, ValueError) as e:

@@ -185,7 +185,7 @@ def plan(config, nproc=1, ranks=None):
     gradients and AdamW state over the ranks as FSDP2 does. The micro-batch is the one each of ranks
     (default nproc) processes runs (split_batch)."""
     cfg = model_config(config)
-    autocast = config['device'].startswith('cuda') and config['dtype'] == 'bfloat16'
+    autocast = not config['device'].startswith('cpu') and config['dtype'] == 'bfloat16'  # '': a GPU when present
     B, T, L = split_batch(config, ranks or nproc)[1], config['block_size'], cfg.n_layer
     state = state_bytes(config)
     blocks, head, block = saved_activations(cfg, B, T, autocast, config['grad_checkpoint'])
@@ -215,7 +215,7 @@ def plan(config, nproc=1, ranks=None):
 def describe(config, nproc=1, gpu_gb=80, ranks=None):
     """The plan as a table, ending with whether it fits a GPU of gpu_gb."""
     parts = plan(config, nproc, ranks)
-    autocast = config['device'].startswith('cuda') and config['dtype'] == 'bfloat16'
+    autocast = not config['device'].startswith('cpu') and config['dtype'] == 'bfloat16'  # '': a GPU when present
     sharded = nproc > 1 or config['fsdp']
     L = config['n_layer']
     B, T = split_batch(config, ranks or nproc)[1], config['block_size']

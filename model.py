@@ -810,22 +810,32 @@ class GPT(nn.Module):
 
     def _generate(self, idx, max_new_tokens, temperature, top_k):
         B, T = idx.size()
+        L = self.config.block_size
+        if T + max_new_tokens > L:  # past the context: each token from the last L, as nanoGPT does (no cache)
+            for _ in range(max_new_tokens):
+                logits = self(idx[:, -L:])[0][:, -1, :]
+                idx = torch.cat([idx, self._pick(logits, temperature, top_k)], dim=1)
+            return idx
         self.setup_cache(B, T + max_new_tokens)
         logits = self.decode(idx, torch.arange(T, device=idx.device))
         out = [idx]
         for i in range(max_new_tokens):
-            if temperature == 0:
-                next_id = logits.argmax(dim=-1, keepdim=True)
-            else:
-                logits = logits / temperature
-                if top_k is not None:
-                    v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-                    logits[logits < v[:, [-1]]] = -float('inf')
-                next_id = torch.multinomial(F.softmax(logits.float(), dim=-1), num_samples=1)
+            next_id = self._pick(logits, temperature, top_k)
             out.append(next_id)
             if i + 1 < max_new_tokens:
                 logits = self.decode(next_id, torch.tensor([T + i], device=idx.device))
         return torch.cat(out, dim=1)
+
+    @staticmethod
+    def _pick(logits, temperature, top_k):
+        """The next token of each row from its last logits: argmax at temperature 0, else sampled."""
+        if temperature == 0:
+            return logits.argmax(dim=-1, keepdim=True)
+        logits = logits / temperature
+        if top_k is not None:
+            v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+            logits[logits < v[:, [-1]]] = -float('inf')
+        return torch.multinomial(F.softmax(logits.float(), dim=-1), num_samples=1)
 
     # --- checkpoints ---------------------------------------------------------------------------
 

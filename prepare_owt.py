@@ -139,6 +139,9 @@ def load_tokenizer(name_or_dir):
     if not os.path.isdir(name_or_dir) and name_or_dir.startswith((".", "/", "~")):
         raise SystemExit(f"no folder at {name_or_dir}: pass a folder written by save_pretrained, or a hub "
                          f"name such as HuggingFaceTB/SmolLM2-135M")
+    if not os.path.isdir(name_or_dir):
+        from hf import offline_without_network
+        offline_without_network()
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_dir)
     except (OSError, ValueError) as e:

@@ -30,8 +30,8 @@ out_dir = flag('out', "the run's folder, with init_from='resume'")
 ckpt = flag('ckpt.pt', "the checkpoint file in out_dir: ckpt.pt, or ckpt_folded.pt (fold.py)")
 start = flag('', "the prompt, or FILE:path to read it from a text file")
 num_samples = flag(3, "samples to draw", min=1)
-max_new_tokens = flag(None, "new tokens per sample (None: 200, or fewer where the model's context "
-                      "ends sooner)", type=int, min=1)
+max_new_tokens = flag(200, "new tokens per sample; past the model's context each is predicted from the last "
+                      "block_size tokens, as in nanoGPT", min=1)
 temperature = flag(0.8, "softmax temperature; 0 decodes greedily", min=0)
 top_k = flag(200, "sample among the k likeliest tokens (a k at least the vocabulary's size samples "
              "among all of them)", min=1)
@@ -93,18 +93,9 @@ if tokenizer is None:
 encode, decode = load_tokenizer(tokenizer)
 prompt = encode(start)
 context = model.config.block_size
-if len(prompt) >= context:
-    fail(f"cannot sample: the prompt is {len(prompt)} tokens, and the model's context of {context} leaves no "
-         f"room for a new token; shorten --start")
-if max_new_tokens is None:
-    max_new_tokens = min(200, context - len(prompt))
-    if max_new_tokens < 200:
-        print(f"max_new_tokens cropped to {max_new_tokens}: the model's context is {context} tokens and "
-              f"the prompt takes {len(prompt)}")
-elif len(prompt) + max_new_tokens > context:
-    fail(f"cannot sample: the prompt's {len(prompt)} token{'s' * (len(prompt) > 1)} + max_new_tokens={max_new_tokens} exceed the "
-         f"model's context of {context}; shorten --start or lower --max_new_tokens to at most "
-         f"{context - len(prompt)}")
+if len(prompt) + max_new_tokens > context:
+    print(f"the prompt's {len(prompt)} tokens and max_new_tokens={max_new_tokens} exceed the model's context of "
+          f"{context}: each new token is predicted from the last {context} (the prompt's start is cropped)")
 if model.started and model.tapered_norms():
     model.set_gate(0.0)
     print("sampling the tapered model at g = 0")

@@ -395,8 +395,13 @@ def test_greedy_generate_equals_argmax_without_cache(arch):
             seq = torch.cat([seq, model(seq)[0][:, -1].argmax(-1, keepdim=True)], 1)
     assert torch.equal(model.generate(idx, 12, temperature=0), seq)
     assert torch.equal(model.generate(idx, 12, top_k=1), seq)
-    with pytest.raises(ValueError, match='block_size'):
-        model.generate(idx, 40)
+    # past the context, nanoGPT's rule: each token is the argmax over the last block_size tokens
+    L = model.config.block_size
+    seq = idx
+    with torch.no_grad():
+        for _ in range(L + 7):
+            seq = torch.cat([seq, model(seq[:, -L:])[0][:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(model.generate(idx, L + 7, temperature=0), seq)
 
 
 # --- 7. what trains during tapering ----------------------------------------------------------------

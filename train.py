@@ -116,7 +116,7 @@ min_lr = flag(0.0, "the learning rate after lr_decay_iters", min=0)
 grad_checkpoint = flag(False, "recompute blocks in backward (activation checkpointing), for GPT-2 XL")
 fsdp = flag(False, "under torchrun: shard parameters, gradients and AdamW state (FSDP2) instead of "
             "replicating them (DDP), for GPT-2 XL on smaller GPUs")
-device = flag('cuda', "'cuda', 'cuda:N' or 'cpu'")
+device = flag('', "'cuda', 'cuda:N' or 'cpu' ('': CUDA when this machine has it, else the CPU)")
 dtype = flag('bfloat16', "'bfloat16' autocasts on CUDA; the CPU always runs float32",
              choices=('bfloat16', 'float32'))
 compile = flag(False, "torch.compile the model")
@@ -207,8 +207,8 @@ def check_config():
         fail(f"init_from={init_from!r} is not a model name: did you mean --init_from={close[0]}?")
     if overwrite and init_from == 'resume':
         fail("--overwrite starts again over out_dir's run and --init_from=resume continues it: choose one")
-    if not re.fullmatch(r'cpu|cuda(:\d+)?', device):
-        fail(f"device={device!r} is not supported: use 'cuda', 'cuda:N' or 'cpu'")
+    if not re.fullmatch(r'(cpu|cuda(:\d+)?)?', device):
+        fail(f"device={device!r} is not supported: use 'cuda', 'cuda:N', 'cpu', or '' for CUDA when available")
     if device.startswith('cuda') and not torch.cuda.is_available() and not memory_plan:
         fail("CUDA is not available on this machine: run with --device=cpu")
     if stop_iter > max_iters:
@@ -243,8 +243,13 @@ except ValueError as e:
     fail(str(e))
 if memory_plan:  # the plan needs the config alone: no data, no device, nothing allocated or written
     if rank == 0:
-        print(describe_memory(config, world_size if fsdp else 1, ranks=world_size))
+        print(describe_memory(config, world_size if fsdp else 1, ranks=world_size))  # device '': a GPU's plan
     raise SystemExit(0)
+if not device:
+    device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    if device == 'cpu' and rank == 0:
+        print("no CUDA device here: training on the CPU in float32 (config/tinystories_cpu.py is a run sized for "
+              "a CPU)")
 ram = memory.device_bytes('cpu')
 if 8 * eval_iters * batch_size > ram / 2:  # estimate_loss's window index, in host memory
     fail(f"eval_iters={eval_iters} x batch_size={batch_size} windows would not fit in this machine's "
@@ -395,7 +400,7 @@ def get_gate(it):
 
 
 # --- model, optimizer, resume ---------------------------------------------------------------------
-need = memory.plan(config, world_size if fsdp else 1, ranks=world_size)['total']  # before anything is allocated
+need = memory.plan(dict(config, device=device), world_size if fsdp else 1, ranks=world_size)['total']  # before allocating
 have = memory.device_bytes(device)
 if need > have:
     fail(f"this run's memory plan needs {need / 1e9:.1f} GB but {device} has {have / 1e9:.1f} GB: lower "
@@ -620,7 +625,10 @@ def roll_back():
 if master:
     print(f"{world_size} rank(s) x {accum_steps} micro-batches x {micro_batch} x {block_size} "
           f"= {tokens_per_iter:,} tokens per step")
-    print(f"parameters: {raw_model.get_num_params():,}")
+    setting = ('FakeLN' if fakeln else {'none': 'Baseline', 'internal': 'Internal-Taper', 'all': 'All-Taper'}[taper]) \
+        + {'none': '', 'fixed': ' (+aux)', 'baroni': ' (+Baroni aux)'}[aux_loss]
+    print(f"{setting}, {arch}/{norm}, {raw_model.get_num_params():,} parameters, on {device} in "
+          f"{'bfloat16 autocast' if use_bf16 else 'float32'}; out_dir {out_dir} (the full config: config.json)")
 if compile:
     model = torch.compile(model)
 if ddp and not fsdp:
@@ -868,6 +876,9 @@ while True:
 
 if master:
     atexit.unregister(roll_back)
+    if not eval_only and stop_iter and stop_iter < max_iters:
+        print(f"stopped at iter {iter_num} of {max_iters} (--stop_iter), checkpointed in {ckpt_path}: continue "
+              f"the run with `python train.py --init_from=resume --out_dir={out_dir}`")
 if ddp:
     dist.barrier()  # rank 0 may still be writing the checkpoint: tear the group down together
     dist.destroy_process_group()
