@@ -226,23 +226,21 @@ def check_args(args, train_args):
             os.path.join(args.data_dir, 'tokenizer.model'), os.path.join(args.data_dir, 'meta.json'), 'data_dir')
 
 
-def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    cut = argv.index('--') if '--' in argv else len(argv)
-    args = parse_flags(FLAGS, argv[:cut])
-    train_args = [a for a in argv[cut + 1:] if a != '--']
-    check_args(args, train_args)
-    seeds = list(args.seeds)
-    settings = {name: SETTINGS[name] for name in args.settings}
-    args.assets = args.assets or os.path.join(args.out_root, 'results')
-    t0 = time.time()
-
+def prepare(args):
+    """Stage 1: the data folder, prepared unless present."""
     if not os.path.isfile(os.path.join(args.data_dir, 'val.bin')):
         local = ['--input_file', ','.join(args.input_file)] if args.input_file else []
         if args.input_file:
             local += ['--val_file', args.val_file] if args.val_file else ['--val_fraction', args.val_fraction]
         run('prepare_tinystories.py', '--vocab_size', 2048, '--out_dir', args.data_dir, *local)
 
+
+
+def train_all(args, settings, train_args):
+    """Stage 2: every setting on every seed (ablations on the first --ablation_seeds), --jobs at once.
+    Returns (runs, diverged, minutes): the run folders per setting, in seed order, the seeds that
+    diverged, and each run's training minutes."""
+    seeds = list(args.seeds)
     # With --jobs=N, N runs train at once on 1/N of the cores each: on a CPU that other work shares
     # too, one-thread runs lose only their share of time, where a two-thread run stalls whenever
     # either thread waits for a core.
@@ -280,17 +278,31 @@ def main(argv=None):
                     pending.cancel()
                 raise future.exception()
     trained = [future.result() for future in futures]
-    ce, runs, diverged, minutes = {}, {}, {}, {}
+    runs, diverged, minutes = {}, {}, {}
     for (_, name, _, _, _, seed), (out_dir, finished, took) in zip(jobs, trained):
         runs.setdefault(name, []).append(out_dir)  # its log is plotted either way
         if took is not None:
             minutes[out_dir] = took
         if finished is None:
             diverged.setdefault(name, []).append(seed)
-        else:
-            ce.setdefault(name, []).append(dict(seed=seed, **val_ce(os.path.join(out_dir, 'ckpt.pt'),
-                                                                    args.data_dir, args.val_windows)))
+    return runs, diverged, minutes
 
+
+def score_all(args, runs, diverged):
+    """Stage 3: the validation CE of every run that finished, per setting, in seed order."""
+    ce = {}
+    for name, out_dirs in runs.items():
+        for out_dir, seed in zip(out_dirs, args.seeds):
+            if seed not in diverged.get(name, []):
+                ce.setdefault(name, []).append(dict(seed=seed, **val_ce(os.path.join(out_dir, 'ckpt.pt'),
+                                                                        args.data_dir, args.val_windows)))
+    return ce
+
+
+def fold_all(args, settings, runs, ce, diverged):
+    """Stage 4: fold.py on every tapered run and the folded model's CE; on All-Taper runs also
+    fold.py --reset_unseen, the mitigation, scored the same. Returns (fold, reset) per setting."""
+    seeds = list(args.seeds)
     fold, reset = {}, {}
     for name, (_, taper, _) in settings.items():
         if taper == 'none':
@@ -310,6 +322,11 @@ def main(argv=None):
                 reset.setdefault(name, []).append(dict(seed=score['seed'], tokens=tokens, before=score,
                                                        after=after))
 
+    return fold, reset
+
+
+def diagnose_worst(args, runs, ce):
+    """Stage 5: diagnose.py on the All-Taper (+aux) run with the worst windows, into the results."""
     worst = max(((d, s) for d, s in zip(runs.get('all', []), ce.get('all', []))),
                 key=lambda ds: (ds[1]['non_finite'], np.nan_to_num(ds[1]['mean'], nan=np.inf)), default=None)
     if worst:  # the diagnostic's report on the worst All-Taper (+aux) run, as the README shows it
@@ -320,12 +337,19 @@ def main(argv=None):
             f.write(f"$ python diagnose.py --out_dir={worst[0]} --max_windows={args.val_windows} --top=2\n")
             f.write(''.join(printed.splitlines(keepends=True)[:-1]))  # the last line is its JSON
 
-    bench = json.loads(run('bench.py', '--fused', f"--ckpt={os.path.join(runs['internal'][0], 'ckpt.pt')}",
-                           '--device=cpu', '--batch_size=1', f'--prompt_len={args.bench_prompt}',
-                           f'--max_new_tokens={args.bench_new}',
-                           '--repeats=9').strip().splitlines()[-1])['rows']
-    # Each run's log, config and timing, kept beside the results (the repository's copy of every row a
-    # figure draws), and the figures drawn from those copies: the paper's settings, then every setting.
+
+
+def benchmark(args, runs):
+    """Stage 6: KV-cached decoding of the Internal-Taper model, Baseline against folded."""
+    return json.loads(run('bench.py', '--fused', f"--ckpt={os.path.join(runs['internal'][0], 'ckpt.pt')}",
+                          '--device=cpu', '--batch_size=1', f'--prompt_len={args.bench_prompt}',
+                          f'--max_new_tokens={args.bench_new}', '--repeats=9').strip().splitlines()[-1])['rows']
+
+
+def plot_all(args, settings, runs):
+    """Stage 7: each run's log, config and timing, kept beside the results (the repository's copy of
+    every row a figure draws), and the figures drawn from those copies: the paper's settings, then
+    every setting (ablations_*.png). Returns what plot.py printed."""
     kept = {}
     for name in settings:
         for out_dir in runs[name]:
@@ -342,25 +366,33 @@ def main(argv=None):
                        '--prefix', 'ablations_', '--labels', ','.join(settings[name][0] for name in settings
                                                                       for _ in runs[name]))
 
-    def paired_gap(base_scores, scores, key):
-        """The setting's CE minus Baseline's on the same seed (same initial weights and batches), over
-        the seeds both have: mean and sd in nats and in %, the signs, and the paired t statistic."""
-        by_seed = {s['seed']: s[key] for s in base_scores}
-        pairs = [(s[key], by_seed[s['seed']]) for s in scores if s['seed'] in by_seed]
-        if not pairs:
-            return None
-        d = np.array([a - b for a, b in pairs])
-        pct = np.array([100 * (a / b - 1) for a, b in pairs])
-        sd = float(np.std(d, ddof=1)) if len(d) > 1 else None
-        return dict(seeds=len(d), nats=float(d.mean()), nats_sd=sd, pct=float(pct.mean()),
-                    pct_sd=float(np.std(pct, ddof=1)) if len(d) > 1 else None,
-                    signs=''.join('+' if x > 0 else '-' if x < 0 else '0' for x in d),
-                    t=float(d.mean() / (sd / np.sqrt(len(d)))) if sd else None)
+    return figures
 
-    def summary(scores, key):
-        values = [s[key] for s in scores]
-        return float(np.mean(values)), (float(np.std(values, ddof=1)) if len(values) > 1 else None)
 
+def paired_gap(base_scores, scores, key):
+    """The setting's CE minus Baseline's on the same seed (same initial weights and batches), over
+    the seeds both have: mean and sd in nats and in %, the signs, and the paired t statistic."""
+    by_seed = {s['seed']: s[key] for s in base_scores}
+    pairs = [(s[key], by_seed[s['seed']]) for s in scores if s['seed'] in by_seed]
+    if not pairs:
+        return None
+    d = np.array([a - b for a, b in pairs])
+    pct = np.array([100 * (a / b - 1) for a, b in pairs])
+    sd = float(np.std(d, ddof=1)) if len(d) > 1 else None
+    return dict(seeds=len(d), nats=float(d.mean()), nats_sd=sd, pct=float(pct.mean()),
+                pct_sd=float(np.std(pct, ddof=1)) if len(d) > 1 else None,
+                signs=''.join('+' if x > 0 else '-' if x < 0 else '0' for x in d),
+                t=float(d.mean() / (sd / np.sqrt(len(d)))) if sd else None)
+
+def summary(scores, key):
+    values = [s[key] for s in scores]
+    return float(np.mean(values)), (float(np.std(values, ddof=1)) if len(values) > 1 else None)
+
+
+def write_results(args, settings, runs, ce, diverged, minutes, fold, reset, bench, figures, t0):
+    """Stage 8: results.json and results.md in --assets, the tables printed."""
+    seeds = list(args.seeds)
+    train_args = args.train_args
     keys = ('mean', 'median', 'clean_mean', 'clean_median')
     base = {key: summary(ce['baseline'], key)[0] for key in keys}
     table = {}
@@ -459,6 +491,26 @@ def main(argv=None):
     print('\n' + '\n'.join(md))
     print(figures.strip())
     print(f"{results['minutes']:.1f} minutes; results in {os.path.join(args.assets, 'results.json')} and results.md")
+
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index('--') if '--' in argv else len(argv)
+    args = parse_flags(FLAGS, argv[:cut])
+    args.train_args = [a for a in argv[cut + 1:] if a != '--']
+    check_args(args, args.train_args)
+    settings = {name: SETTINGS[name] for name in args.settings}
+    args.assets = args.assets or os.path.join(args.out_root, 'results')
+    t0 = time.time()
+    prepare(args)
+    runs, diverged, minutes = train_all(args, settings, args.train_args)
+    ce = score_all(args, runs, diverged)
+    fold, reset = fold_all(args, settings, runs, ce, diverged)
+    diagnose_worst(args, runs, ce)
+    bench = benchmark(args, runs)
+    figures = plot_all(args, settings, runs)
+    write_results(args, settings, runs, ce, diverged, minutes, fold, reset, bench, figures, t0)
 
 
 if __name__ == '__main__':
