@@ -227,7 +227,10 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
         arg = argv[i]
         i += 1
         if arg in ('-h', '--help'):
-            print(usage(flags, prog, doc, configs, positional))
+            try:
+                print(usage(flags, prog, doc, configs, positional), flush=True)
+            except BrokenPipeError:  # `--help | head`: the reader has what it wanted
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise SystemExit(0)
         if not arg.startswith('--'):
             if configs:

@@ -18,6 +18,7 @@ import re
 
 import numpy as np
 import sentencepiece as spm
+import datasets
 from datasets import load_dataset
 from tqdm import tqdm
 
@@ -121,6 +122,9 @@ def tokenize_split(ds, model_file, bin_file, num_proc=None):
     # written to the same path can never pick up ids cached from the old one.
     num_proc = max(1, min(num_proc or os.cpu_count(), len(ds)))
     name = os.path.basename(bin_file)
+    quick = len(ds) < 100_000  # seconds of work: no progress bars
+    if quick:
+        datasets.disable_progress_bars()
     ds = ds.map(encode, batched=True, fn_kwargs={"model_proto": model_proto}, remove_columns=ds.column_names,
                 num_proc=num_proc, desc=f"tokenizing {name}")
     n_tokens = int(np.sum(ds["len"], dtype=np.int64))
@@ -129,7 +133,7 @@ def tokenize_split(ds, model_file, bin_file, num_proc=None):
     out = np.memmap(tmp_file, dtype=DTYPE, mode="w+", shape=(n_tokens,))
     pos = 0
     batches = ds.with_format("numpy").iter(batch_size=4096)
-    for batch in tqdm(batches, total=math.ceil(len(ds) / 4096), desc=f"writing {name}"):
+    for batch in tqdm(batches, total=math.ceil(len(ds) / 4096), desc=f"writing {name}", disable=quick):
         chunk = np.concatenate(batch["ids"])
         out[pos:pos + len(chunk)] = chunk
         pos += len(chunk)
@@ -147,6 +151,8 @@ FLAGS = dict(
     vocab_size=flag(10000, "SentencePiece vocabulary: its 256 byte pieces, <unk>, <s>, </s> and the text's "
                            "characters, below 65536 so that ids fit in uint16", min=MIN_VOCAB, max=2**16 - 1),
     vocab_docs=flag(200000, "stories the vocab is learned from", min=1),
+    max_stories=flag(0, "train on the first N training stories only (0: all), e.g. 20000 for the CPU quick "
+                        "start; the val split stays whole", min=0),
     out_dir=flag(None, "default: data/tinystories<vocab_size>", type=str, path='out'),
     num_proc=flag(0, "processes for tokenizing (0: every core)", min=0),
     verbose=flag(False, "show SentencePiece's training log"),
@@ -162,7 +168,7 @@ def same_file(stored, given):
 
 
 def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_file, meta_file,
-                   flag_name="out_dir"):
+                   flag_name="out_dir", max_stories=None):
     """Refuse, before anything is written, a folder that already holds data prepared otherwise: every
     stage whose output exists is skipped, so it would be kept under the new flags."""
     held = None
@@ -191,6 +197,9 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
         if not same:
             raise SystemExit(f"{out_dir} already holds data prepared from {stored}, not {now}: choose another "
                              f"--{flag_name}, or remove {out_dir} to prepare it again")
+    if max_stories is not None and meta and meta.get("max_stories", 0) != max_stories:
+        raise SystemExit(f"{out_dir} already holds data prepared with --max_stories={meta.get('max_stories', 0)}, "
+                         f"not {max_stories}: choose another --{flag_name}, or remove {out_dir} to prepare it again")
     if source and ("val_file" in meta or "val_fraction" in meta):  # recorded since this check
         held_file, held_fraction = meta.get("val_file"), meta.get("val_fraction")
         same = (same_file(str(held_file), val_file) if held_file and val_file else
@@ -215,12 +224,14 @@ def main(argv=None):
     meta_file = os.path.join(out_dir, "meta.json")
     # Everything is checked, and the text loaded, before the first file is written.
     check_prepared(out_dir, args.input_file, args.val_file, args.val_fraction, args.vocab_size, model_file,
-                   meta_file)
+                   meta_file, max_stories=args.max_stories)
 
     if os.path.exists(model_file) and all(os.path.exists(p) for p in bin_files.values()):
         print(f"load: skipped, {out_dir} already holds the tokenizer and both token files")
     else:
         splits = load_splits(args.input_file, args.val_file, args.val_fraction)
+        if args.max_stories:
+            splits["train"] = splits["train"].select(range(min(args.max_stories, len(splits["train"]))))
         print(f"load: {len(splits['train']):,} train and {len(splits['val']):,} val documents")
     created = not os.path.isdir(out_dir)
     os.makedirs(out_dir, exist_ok=True)
@@ -252,7 +263,7 @@ def main(argv=None):
             "bos_id": sp.bos_id(), "eos_id": sp.eos_id(), "dtype": DTYPE.name,
             "train_tokens": os.path.getsize(bin_files["train"]) // DTYPE.itemsize,
             "val_tokens": os.path.getsize(bin_files["val"]) // DTYPE.itemsize,
-            "source": ",".join(args.input_file) if args.input_file else HF_NAME,
+            "source": ",".join(args.input_file) if args.input_file else HF_NAME, "max_stories": args.max_stories,
         }
         if args.input_file:  # how val.bin was split off, for the check of a later run into this folder
             meta |= {"val_file": args.val_file} if args.val_file else {"val_fraction": args.val_fraction}

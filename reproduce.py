@@ -3,27 +3,31 @@ The paper's TinyStories effects at CPU scale, in one command (the README's Resul
 
     python reproduce.py --seeds=1337,1338,1339 \
         --input_file=../shared/data/tinystories/train_sample.txt,../shared/data/tinystories/valid_sample.txt
-    python reproduce.py --seeds=1 -- --max_iters=20        # arguments after -- go to every train.py
+    python reproduce.py --seeds=1 -- --n_layer=4           # arguments after -- go to every train.py
     python reproduce.py --jobs=2 ...                       # two runs at once, one core each
-    python reproduce.py --seeds=1,2,3 --ablation_seeds=1   # All-Taper (no aux) on seed 1 only
-    python reproduce.py --settings=baseline,internal,all   # without the no-aux ablation
+    python reproduce.py --seeds=1,2,3 --ablation_seeds=1   # the ablations on seed 1 only
+    python reproduce.py --settings=baseline,internal,all   # the paper's settings only
 
 Without --input_file, prepare_tinystories.py downloads the full dataset. Several comma-separated
 files are pooled and split by story, --val_fraction of them held out (or pass --val_file). The
 vocabulary is learned from the training split alone. Then, with the same seeds and data order for
 every setting:
-1. train.py config/tinystories_cpu.py as Baseline, Internal-Taper (+aux), All-Taper (+aux) and
-   All-Taper without aux, once per seed; a run whose checkpoint is unfinished is resumed, a
-   finished one is kept (--retrain trains it again);
+1. train.py config/tinystories_cpu.py in every setting of --settings, once per seed (the ablations,
+   by default on every seed too): Baseline, Internal-Taper (+aux), All-Taper (+aux), and the
+   ablations All-Taper without the scale loss, Baseline with it, Internal-Taper without it, and
+   All-Taper with its taper ending at the last step; a run whose checkpoint is unfinished is
+   resumed, a finished one is kept (--retrain trains it again);
 2. the validation cross-entropy of each, tapered models at g = 0, over held-out windows: over all
    windows, and over the clean windows whose tokens all occur in training;
 3. fold.py on every tapered run, and the validation cross-entropy of the folded model, which must
    be the g = 0 model's; for All-Taper also fold.py --reset_unseen, the mitigation, scored the same;
 4. diagnose.py on the All-Taper (+aux) run with the worst window: diagnose.txt and diagnose.png;
 5. bench.py --fused: KV-cached decoding of the Internal-Taper model, Baseline vs folded;
-6. plot.py: {loss,logit_norm,grad_norms}.png and results.json in --assets (default
-   out-repro/results; the README's figures were written with --assets=assets), and the tables
-   printed in Markdown.
+6. each run's log.jsonl, config.json and train_time.json copied to <assets>/runs/, and plot.py on
+   those copies: {loss,logit_norm,grad_norms}.png for the paper's settings, ablations_*.png for all;
+7. results.json and results.md in --assets (default out-repro/results; the committed ones come from
+   --assets=assets): per-setting mean ± sd over seeds, the paired gap of each setting to Baseline
+   on the same seeds, per-seed rows, the fold and the mitigation; the tables printed in Markdown.
 """
 
 import difflib

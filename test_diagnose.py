@@ -154,14 +154,19 @@ def test_resetting_unseen_embeddings_removes_the_blow_up_and_nothing_else():
     assert report['outliers'] == 0 and report['non_finite'] == 0
 
 
-def test_readme_results_are_what_reproduce_py_wrote():
-    """Every table row in the README's Results is a line of assets/results.md, which reproduce.py
-    wrote, and the diagnostic's report shown there is assets/diagnose.txt's."""
+def test_reproduction_docs_are_what_reproduce_py_wrote():
+    """Every table row of the results in docs/reproduction.md and the README is a line of
+    assets/results.md, which reproduce.py wrote, and the diagnostic's report shown there is
+    assets/diagnose.txt's."""
     from conftest import ROOT
+    doc = (ROOT / 'docs' / 'reproduction.md').read_text()
+    results = doc[:doc.index('# Where a norm-free model fails')]
     readme = (ROOT / 'README.md').read_text()
-    results = readme[readme.index('## Results'):readme.index('## Training (`train.py`)')]
     written = set((ROOT / 'assets' / 'results.md').read_text().splitlines())
     rows = [line for line in results.splitlines() if line.startswith('| ')]
     assert len(rows) > 10 and [row for row in rows if row not in written] == []
+    section = readme[readme.index('## CPU-scale results'):readme.index('## Your own Llama model')]
+    readme_rows = [line for line in section.splitlines() if line.startswith('| ')]
+    assert len(readme_rows) >= 4 and [row for row in readme_rows if row not in written] == []
     report = [line for line in results.split('```text')[1].split('```')[0].splitlines() if line.strip()]
     assert report and set(report) <= set((ROOT / 'assets' / 'diagnose.txt').read_text().splitlines())

@@ -4,7 +4,7 @@ All-Taper, with or without the fixed-target scale loss) and GPT-2 fine-tuning fr
 
     python train.py config/taper_internal_512.py                           # one GPU
     torchrun --standalone --nproc_per_node=8 train.py config/taper_internal_512.py
-    python train.py config/taper_internal_64.py --device=cpu --max_iters=200 --aux_loss=none
+    python train.py config/quick_cpu.py
 
 nanoGPT's loop with the taper schedule added: start_taper() once at taper_start, the gate g(k) set
 every step, and tapered models evaluated at g = 0.
