@@ -595,3 +595,21 @@ def test_reproduce_script_end_to_end(tmp_path):
     redrawn = run('plot.py', *sorted((tmp_path / 'assets' / 'runs').iterdir()), f'--out_dir={tmp_path / "redrawn"}')
     assert redrawn.stdout.count('wrote') == 3 and (tmp_path / 'assets' / 'ablations_loss.png').exists()
     assert all((tmp_path / 'assets' / f).stat().st_size > 10_000 for f in ('loss.png', 'logit_norm.png', 'grad_norms.png'))
+
+
+def test_fig2_gradient_norms_split_the_attention_rows_by_head_count_under_grouped_query_attention(data_dir, tmp_path):
+    """Fig. 2's per-type gradient norms for a grouped-query model (4 query heads, 2 key/value heads of
+    16 features): c_attn's rows are 64 of q, then 32 of k and 32 of v, and train.py's grad_q, grad_k
+    and grad_v are the norms of those rows' gradients, averaged over the blocks."""
+    import torch
+    ns = train_namespace(*TINY, '--n_kv_head=2', '--taper=none', '--aux_loss=none', f'--data_dir={data_dir}',
+                         f'--out_dir={tmp_path}', '--eval_only')
+    model = ns['raw_model']
+    X, Y = ns['get_step_batches'](0)[0]
+    model(X, Y)[1].backward()
+    grads = [b.attn.c_attn.weight.grad for b in model.transformer.h]
+    assert all(g.shape[0] == 64 + 32 + 32 for g in grads)
+    expect = {name: sum(float(g[rows].norm()) for g in grads) / len(grads)
+              for name, rows in (('grad_q', slice(0, 64)), ('grad_k', slice(64, 96)), ('grad_v', slice(96, 128)))}
+    logged = ns['grad_norms_by_type']()
+    assert {k: logged[k] for k in expect} == pytest.approx(expect, rel=1e-6)

@@ -676,15 +676,15 @@ def grad_norm(*params):
 
 def grad_norms_by_type():
     """Gradient norm per weight type, averaged over blocks (the paper's Fig. 2)."""
-    d = raw_model.config.n_embd
     per_block = []
     for block in raw_model.transformer.h:
-        qkv = whole(block.attn.c_attn.weight.grad).float()  # rows: q, k, v
+        qkv = whole(block.attn.c_attn.weight.grad).float()  # rows: q, then k and v (n_kv_head heads each)
+        q, kv = block.attn.q_size, block.attn.kv_size
         mlp = block.mlp
         mlp_in = (mlp.w1.weight, mlp.w3.weight) if arch == 'llama' else (mlp.c_fc.weight,)
         mlp_out = mlp.w2.weight if arch == 'llama' else mlp.c_proj.weight
         per_block.append(torch.stack([
-            qkv[:d].norm(), qkv[d:2 * d].norm(), qkv[2 * d:].norm(), grad_norm(block.attn.c_proj.weight),
+            qkv[:q].norm(), qkv[q:q + kv].norm(), qkv[q + kv:].norm(), grad_norm(block.attn.c_proj.weight),
             grad_norm(*mlp_in), grad_norm(mlp_out), grad_norm(*block.ln_1.parameters(), *block.ln_2.parameters())]))
     return dict(zip(['grad_' + t for t in WEIGHT_TYPES], torch.stack(per_block).mean(0).tolist()))
 
