@@ -134,3 +134,16 @@ def test_the_cpu_quick_start_runs_as_written_with_fewer_steps(tmp_path):
         assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / 'out-quick-cpu' / 'ckpt_folded.pt').exists()
     assert proc.stdout.count('Once upon a time') == 3  # the default three samples, each after the prompt
+
+
+def test_every_python_snippet_of_the_docs_runs(tmp_path, monkeypatch):
+    """Each ```python block of the README and docs runs as written, in this process, with an HF hub
+    name replaced by a tiny GPT-2 written with save_pretrained (no hub here)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=128)).save_pretrained(
+        tmp_path / 'gpt2')
+    blocks = [(d.name, b) for d in DOCS for b in re.findall(r'```python\n(.*?)```', d.read_text(), flags=re.S)]
+    assert blocks
+    monkeypatch.chdir(ROOT)
+    for where, block in blocks:
+        exec(compile(block.replace("'gpt2'", repr(str(tmp_path / 'gpt2'))), where, 'exec'), {})
