@@ -63,7 +63,7 @@ train = flag(False, "time one training step per variant instead of decoding")
 cpu_time = flag(False, "on one CPU thread (OMP_NUM_THREADS=1): count the process's CPU time, not wall time")
 device = flag('', "'cuda', 'cuda:N' or 'cpu' ('': cuda when available)")
 dtype = flag('', "'': bfloat16 on CUDA, float32 on the CPU", choices=('', 'bfloat16', 'float32'))
-seed = flag(0, "seeds the random weights and tokens", min=0)
+seed = flag(0, "seeds the random weights and tokens", min=0, max=2**63 - 1)
 # -----------------------------------------------------------------------------
 
 
@@ -84,6 +84,9 @@ if cuda_graph and not device.startswith('cuda'):
 if train and (cuda_graph or hf or ckpt or fused or init_from):
     fail("--train times random-weight models in eager mode and with --compile: drop "
          "--cuda_graph, --hf, --ckpt, --init_from and --fused")
+if train and (prompt_len or max_new_tokens != 128):
+    fail("--train times a training step on batch_size x block_size tokens, with no prompt and nothing "
+         "generated: drop --prompt_len and --max_new_tokens (--block_size sets the sequence length)")
 if ckpt and init_from:
     fail("--ckpt and --init_from both name the model: pass one")
 if hf and ckpt:

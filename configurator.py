@@ -232,6 +232,9 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
             except BrokenPipeError:  # `--help | head`: the reader has what it wanted
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise SystemExit(0)
+        if arg == '--':
+            raise FlagError(f"`--` is not a flag of {prog}: only reproduce.py passes the arguments after -- on to "
+                            f"train.py; write --key=value")
         if not arg.startswith('--'):
             if configs:
                 values.update(read_file(arg, values, flags, prog))
@@ -278,8 +281,11 @@ def read_file(path, values, flags, prog):
     if not os.path.isfile(path):
         raise FlagError(f"config file {path} not found (arguments that are not --key=value name config files)")
     namespace = dict(values)
-    with open(path) as f:
-        source = f.read()
+    try:
+        with open(path, encoding='utf-8') as f:
+            source = f.read()
+    except UnicodeDecodeError:
+        raise FlagError(f"config file {path} is not UTF-8 text: save it as UTF-8") from None
     try:
         exec(compile(source, path, 'exec'), namespace)
     except SyntaxError as e:
@@ -340,6 +346,18 @@ def configure_globals(namespace, argv, start=None):
     namespace.update(values)
     return values
 
+
+
+def figure_metadata(path, script):
+    """matplotlib's savefig metadata that marks a figure as one of this repository's scripts' (a PNG's
+    Software field, a PDF's or SVG's Creator), so that a later run may replace it and no other file."""
+    return {('Software' if path.lower().endswith('.png') else 'Creator'): f'tapernorm {script}'}
+
+
+def is_our_figure(path):
+    """Whether the image file at path carries figure_metadata's mark."""
+    with open(path, 'rb') as f:
+        return b'tapernorm ' in f.read(1 << 16)
 
 
 def run_as_module(doc, instead):

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from configurator import FlagError, cannot_write, flag, parse_flags
+from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags
 from model import GPT, load_checkpoint, taper_note
 from tokens import data_tokenizer, load_tokenizer, open_tokens, read_meta, same_tokenizer
 
@@ -234,7 +234,7 @@ def plot(report, path):
     ax.set_ylabel('residual-stream L2 norm')
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, metadata=figure_metadata(path, 'diagnose.py'))
 
 
 FLAGS = dict(
@@ -268,6 +268,9 @@ def check_plot(path):
         fail(f"plot={path} has no image extension matplotlib writes: end it in .png, .pdf or .svg")
     if os.path.isdir(path):
         fail(f"plot={path} is a folder: name an image file, e.g. --plot={os.path.join(path, 'residual.png')}")
+    if os.path.isfile(path) and not is_our_figure(path):
+        fail(f"plot={path} exists and is not a figure this repository wrote, so diagnose.py will not replace it: "
+             f"name a new file")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         fail(f"plot={path} lies in {folder}, which does not exist: create it, or choose another path")

@@ -57,6 +57,12 @@ try:
     device = pick_device(device)
 except (FlagError, ValueError) as e:
     fail(str(e))
+if init_from == 'scratch':
+    fail("evaluate.py scores a trained model: --init_from=resume (the run in --out_dir) or an HF model's name "
+         "or folder")
+if init_from != 'resume' and ckpt != 'ckpt.pt':
+    fail(f"--ckpt={ckpt} names a file of a run in --out_dir, but --init_from={init_from} loads an HF model: drop "
+         f"one of them")
 if 0 < max_chunks < batch_size:
     fail(f"max_chunks={max_chunks} is below batch_size={batch_size}, and a last batch of fewer chunks is "
          f"left out, so nothing would be scored: raise --max_chunks or lower --batch_size")

@@ -166,13 +166,17 @@ def fail(message):
     sys.exit(1)
 
 
-def is_fold_output(path):
-    """Whether the file at path is a checkpoint fold.py wrote (it names what it was folded from)."""
+def folded_from(path):
+    """The checkpoint the file at path was folded from, if fold.py wrote it; None otherwise."""
     try:
         ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
     except Exception:  # not a checkpoint at all
-        return False
-    return isinstance(ckpt, dict) and 'folded_from' in ckpt
+        return None
+    return ckpt.get('folded_from') if isinstance(ckpt, dict) else None
+
+
+def same_path(a, b):
+    return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b) or os.path.abspath(a) == os.path.abspath(b)
 
 
 def check_outputs(args, path):
@@ -190,9 +194,12 @@ def check_outputs(args, path):
     if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
         fail(f"out={args.out} lies in {os.path.dirname(os.path.abspath(out))}, which does not exist: name a "
              f"file in an existing folder, e.g. --out=ckpt_folded.pt")
-    if os.path.exists(out) and not is_fold_output(out):
+    if os.path.exists(out) and folded_from(out) is None:
         fail(f"{out} exists and is not a checkpoint fold.py wrote, so fold.py will not replace it: name a new "
              f"file with --out, e.g. --out=ckpt_folded.pt")
+    if os.path.exists(out) and not same_path(folded_from(out), path):
+        fail(f"{out} holds a model folded from {folded_from(out)}, not from {path}, so fold.py will not replace it: "
+             f"name a new file with --out")
     why = cannot_write(os.path.dirname(os.path.abspath(out)))
     if why:
         fail(f"{why}: choose an --out_dir or --out you may write")
@@ -265,7 +272,7 @@ def main(argv=None):
         reset = reset_unseen_embeddings(folded, counts)
         print(f"reset the input embeddings of {reset} tokens that never occur in {data_dir}/train.bin")
     ckpt = dict(model=folded.state_dict(), reset_unseen=reset, model_args=asdict(folded.config), config=ckpt.get('config'),
-                iter_num=ckpt.get('iter_num'), tokenizer=ckpt.get('tokenizer'), folded_from=path)
+                iter_num=ckpt.get('iter_num'), tokenizer=ckpt.get('tokenizer'), folded_from=os.path.abspath(path))
     torch.save(ckpt, out + '.tmp')
     os.replace(out + '.tmp', out)
     print(f"wrote {out}")

@@ -86,6 +86,10 @@ def tokenizer_reference(name_or_dir):
     from transformers import AutoConfig, AutoTokenizer
     if load_hf(AutoConfig, name_or_dir).model_type == 'gpt2':
         return dict(kind='tiktoken', name='gpt2')
+    files = ('tokenizer.json', 'tokenizer_config.json', 'tokenizer.model')
+    if os.path.isdir(name_or_dir) and not any(os.path.isfile(os.path.join(name_or_dir, f)) for f in files):
+        raise ValueError(f"{name_or_dir} holds no tokenizer files ({', '.join(files)}): save the model's tokenizer "
+                         f"there too, with tokenizer.save_pretrained")
     tokenizer = load_hf(AutoTokenizer, name_or_dir)
     return dict(kind='hf', json=tokenizer.backend_tokenizer.to_str(), eos_id=tokenizer.eos_token_id)
 

@@ -375,6 +375,8 @@ def pick_device(device):
 
 def load_checkpoint(path, device='cpu'):
     """A checkpoint dict written by train.py or fold.py, or one clear sentence why not."""
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a folder, not a checkpoint file: name the ckpt.pt that train.py or fold.py wrote")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
     try:

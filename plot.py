@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt
 
-from configurator import flag, parse_flags
+from configurator import figure_metadata, flag, is_our_figure, parse_flags
 
 TAPER_LABELS = {"none": "Baseline", "internal": "Internal-Taper", "all": "All-Taper"}
 AUX_LABELS = {"none": "", "fixed": " (+aux)", "baroni": " (+Baroni aux)"}
@@ -159,7 +159,7 @@ def plot_metric(ax, groups, key, smooth=0.0):
 
 def save(fig, out_dir, name):
     path = os.path.join(out_dir, name)
-    fig.savefig(path, dpi=150, bbox_inches="tight")
+    fig.savefig(path, dpi=150, bbox_inches="tight", metadata=figure_metadata(path, "plot.py"))
     plt.close(fig)
     print(f"wrote {path}")
     return path
@@ -192,6 +192,12 @@ def main(argv=None):
                              f"given: pass one label per run dir.")
         if not all(label.strip() for label in args.labels):
             raise SystemExit("--labels holds an empty label: give every run dir a name.")
+    names = [f"{args.prefix}{name}.png" for name in ("loss", "logit_norm", "grad_norms")]
+    foreign = [n for n in names if os.path.isfile(os.path.join(args.out_dir, n))
+               and not is_our_figure(os.path.join(args.out_dir, n))]
+    if foreign:
+        raise SystemExit(f"{os.path.join(args.out_dir, foreign[0])} exists and is not a figure this repository "
+                         f"wrote, so plot.py will not replace it: choose another --out_dir or --prefix")
     runs = [load_run(d) for d in args.run_dirs]
     if args.labels is not None:
         for run, label in zip(runs, args.labels):

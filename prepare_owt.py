@@ -69,7 +69,7 @@ def check_jsonl(path, *fields, vocab_size=None):
     as a list of token ids below vocab_size (the others), or one sentence naming the first line that is
     not: datasets' own error is a long traceback that names no line."""
     example = '"a document"' if fields[0] == "text" else "[464, 3290, 50256]"
-    rows, first = 0, None
+    rows, first, filled, ids = 0, None, 0, 0
     with open(path, encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -100,9 +100,17 @@ def check_jsonl(path, *fields, vocab_size=None):
                 raise SystemExit(f"{where} holds token id {max(value)}, beyond GPT-2's {vocab_size}-token "
                                  f"vocabulary; give rows tokenized with the GPT-2 tokenizer.")
             rows += 1
+            filled += bool(value.strip() if isinstance(value, str) else value)
+            ids += 0 if field == "text" else len(value)
     if not rows:
         raise SystemExit(f"{path} holds no rows, only blank lines; each line must be one object such as "
                          f"{{\"{fields[0]}\": {example}}}.")
+    if not filled:
+        raise SystemExit(f"every {first!r} field of {path} is empty: there is nothing to tokenize; give rows "
+                         f"with text.")
+    if first != "text" and ids < 1024:
+        raise SystemExit(f"{path} holds {ids} token ids in all, fewer than the one 1024-token chunk evaluate.py "
+                         f"scores; give the full set of 1024-token rows.")
 
 
 def encode(batch):

@@ -50,6 +50,9 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
             raise SystemExit(f"{path} does not exist or is empty; pass the path of a plain text file.")
         if path is not None and not holds_text(path):
             raise SystemExit(f"{path} holds only whitespace (or is not UTF-8 text); pass a file of stories.")
+        if path is not None and path.endswith((".jsonl", ".json")):
+            raise SystemExit(f"{path} is JSON lines, which prepare_owt.py --input_file reads; prepare_tinystories.py "
+                             f"reads plain text, stories separated by blank lines.")
     if val_file and any(os.path.realpath(val_file) == os.path.realpath(p) for p in inputs):
         raise SystemExit(f"--val_file={val_file} is also an --input_file: validation text must be held out of "
                          f"training, so name another file or drop --val_file to hold out --val_fraction")

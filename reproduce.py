@@ -138,7 +138,7 @@ FLAGS = dict(
                   path='file'),
     val_fraction=flag(0.1, "stories held out of --input_file", above=0, below=1),
     data_dir=flag('data/tinystories2048', "prepared here unless present", path='out'),
-    seeds=flag((1337,), "comma-separated training seeds", items=int, unique=True, min=0),
+    seeds=flag((1337,), "comma-separated training seeds", items=int, unique=True, min=0, max=2**63 - 1),
     out_root=flag('out-repro', "one run folder per setting and seed", path='out'),
     assets=flag(None, "where the figures and results.json go (default: <out_root>/results; the README's come "
                       "from --assets=assets)", type=str, path='out'),
@@ -196,6 +196,9 @@ def check_args(args, train_args):
     if args.ablation_seeds is not None and args.ablation_seeds > len(args.seeds):
         raise SystemExit(f"--ablation_seeds={args.ablation_seeds} exceeds the {len(args.seeds)} seed(s) of --seeds: "
                          f"pass at most {len(args.seeds)}")
+    if args.jobs > (os.cpu_count() or 1):
+        raise SystemExit(f"--jobs={args.jobs} exceeds this machine's {os.cpu_count()} cores, and runs that share a "
+                         f"core slow each other down more than they gain: pass at most --jobs={os.cpu_count()}")
     if args.input_file is None and (args.val_file is not None or args.val_fraction != DEFAULT_VAL_FRACTION):
         raise SystemExit("--val_file and --val_fraction split --input_file: the downloaded TinyStories has its own "
                          "validation split, so pass --input_file too, or drop them")

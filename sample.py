@@ -35,7 +35,7 @@ max_new_tokens = flag(200, "new tokens per sample; past the model's context each
 temperature = flag(0.8, "softmax temperature; 0 decodes greedily", min=0)
 top_k = flag(200, "sample among the k likeliest tokens (a k at least the vocabulary's size samples "
              "among all of them)", min=1)
-seed = flag(1337, "seeds the sampling", min=0)
+seed = flag(1337, "seeds the sampling", min=0, max=2**63 - 1)
 device = flag('', "'cuda', 'cuda:N' or 'cpu' ('': cuda when available)")
 dtype = flag('bfloat16', "'bfloat16' autocasts on CUDA; the CPU always runs float32",
              choices=('bfloat16', 'float32'))
@@ -68,9 +68,15 @@ if start.startswith('FILE:'):
         fail(f"the prompt file {prompt_file} is empty: write the prompt in it, or drop --start to sample "
              f"from the start of a document")
 torch.manual_seed(seed)
+if init_from == 'scratch':
+    fail("sample.py samples a trained model: --init_from=resume (the run in --out_dir) or an HF model's name "
+         "or folder")
+if init_from != 'resume' and ckpt != 'ckpt.pt':
+    fail(f"--ckpt={ckpt} names a file of a run in --out_dir, but --init_from={init_from} loads an HF model: drop "
+         f"one of them")
 if init_from == 'resume':
     path = os.path.join(out_dir, ckpt)
-    if not os.path.isfile(path):
+    if not os.path.isfile(path) and not os.path.isdir(path):
         hint = (f"fold the run first with `python fold.py --out_dir={out_dir}`" if 'folded' in ckpt else
                 "pass --out_dir=<a run's folder> (train one with `python train.py`) or --init_from=<an HF model>")
         fail(f"cannot sample: no checkpoint at {path}: {hint}")
@@ -92,6 +98,10 @@ if tokenizer is None:
          f"be decoded: retrain on data prepared by prepare_tinystories.py or prepare_owt.py")
 encode, decode = load_tokenizer(tokenizer)
 prompt = encode(start)
+if max(prompt) >= model.config.vocab_size:
+    fail(f"the tokenizer the model names gives id {max(prompt)}, beyond the model's vocabulary of "
+         f"{model.config.vocab_size}: the run's data named another tokenizer than it was prepared with; "
+         f"prepare the data again and retrain")
 context = model.config.block_size
 if len(prompt) + max_new_tokens > context:
     print(f"the prompt's {len(prompt)} tokens and max_new_tokens={max_new_tokens} exceed the model's context of "

@@ -50,7 +50,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('max_iters negative', 'train.py', [*T, '--max_iters=-1'], 'max_iters=-1 must be at least 1', None),
     ('learning_rate 0', 'train.py', [*T, '--learning_rate=0'], 'learning_rate=0.0 must be above 0', None),
     ('min_lr above learning_rate', 'train.py', [*T, '--min_lr=1'], 'must not exceed learning_rate', None),
-    ('warmup as long as the decay', 'train.py', [*T, '--warmup_iters=40'], 'must be below lr_decay_iters', None),
+    ('warmup as long as the decay', 'train.py', [*T, '--warmup_iters=40', '--max_iters=50'], 'must be below lr_decay_iters',
+     None),
+    ('warmup longer than the run', 'train.py', [*T, '--warmup_iters=100', '--lr_decay_iters=200'],
+     'would never reach its peak', None),
     ('beta2 of 1', 'train.py', [*T, '--beta2=1'], 'beta2=1.0 must lie in [0, 1)', None),
     ('ema_rate 0', 'train.py', [*T, '--ema_rate=0'], 'ema_rate=0.0 must lie in (0, 1]', None),
     ('width not divisible by heads', 'train.py', [*T, '--n_embd=66'], 'not divisible by n_head=4', None),
@@ -117,8 +120,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('out_dir inside a file', 'train.py', [*T, '--out_dir={root}/blank.txt/run'], 'which is a file', None),
     ('out_dir empty', 'train.py', [*T, '--out_dir='], 'out_dir is empty', None),
     ('out_dir not writable', 'train.py', [*T, '--out_dir=/proc/tapernorm-run'], 'cannot be written', None),
-    ('FakeLN removals after the run', 'train.py', [*T, *GPT2_HF, '--fakeln', '--max_iters=10',
-                                                   '--lr_decay_iters=10'], 'FakeLN removals run from step 20', QUIET),
+    ('FakeLN removals after the run', 'train.py', [*T, *GPT2_HF, '--init_from={root}/hf50k', '--data_dir={root}/owt',
+                                                   '--vocab_size=50257',
+                                                   '--fakeln', '--max_iters=10', '--lr_decay_iters=10'],
+     'FakeLN removals run from step 20', QUIET),
     # data
     ('missing data folder', 'train.py', [*T, '--data_dir={root}/nodata'], 'python prepare_tinystories.py', None),
     ('empty train.bin', 'train.py', [*T, '--data_dir={root}/empty'], 'holds 0 bytes', None),
@@ -147,7 +152,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('stop_iter at the checkpoint', 'train.py', [*R, '--stop_iter=8'], 'stop_iter=8 leaves nothing to train', None),
     ('scratch run over a log without a checkpoint', 'train.py', [*T, '--out_dir={root}/logonly'],
      'left no checkpoint', None),
-    ('meta.json with a vocab_size in words', 'train.py', [*T, '--data_dir={root}/strmeta'], 'must be whole numbers', None),
+    ('meta.json with a vocab_size in words', 'train.py', [*T, '--data_dir={root}/strmeta'], 'not a positive whole number', None),
     ('HF name without network', 'train.py', [*T, *GPT2_HF, '--init_from=gpt2'], 'could not download gpt2', OFFLINE),
     ('HF folder that does not exist', 'train.py', [*T, *GPT2_HF, '--init_from={root}/no_model'], 'no folder at', None),
     ('HF Llama with a GELU MLP', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama_gelu'],
@@ -328,6 +333,58 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('a torchrun world that cannot share the batch', 'train.py', [*T, '--batch_size=3'],
      '2 ranks cannot split the global batch', {'RANK': '0', 'WORLD_SIZE': '2', 'LOCAL_RANK': '0',
                                                'MASTER_ADDR': 'localhost', 'MASTER_PORT': '29999'}),
+    # a run writes only where it owns the files; a script replaces only what it wrote
+    ('a scratch run into a save_pretrained folder', 'train.py', [*T, '--out_dir={root}/hf'], 'did not write', None),
+    ('--overwrite over a save_pretrained folder', 'train.py', [*T, '--out_dir={root}/hf', '--overwrite'],
+     'did not write', None),
+    ('a run into its data folder', 'train.py', [*T, '--out_dir={data}'], 'is a data folder', None),
+    ('a run over an earlier run\'s folded checkpoint', 'train.py', [*T, '--out_dir={root}/foldedonly'],
+     'ckpt_folded.pt of an earlier run', None),
+    ('eval_only with overwrite', 'train.py', [*T, '--eval_only', '--overwrite'], 'drop one of them', None),
+    ('fold over a model folded from another run', 'fold.py', ['--out_dir={root}/trun2'], 'holds a model folded from', None),
+    ('diagnose: a plot over a figure it did not write', 'diagnose.py', ['--out_dir={root}/run', '--plot={root}/mine.png'],
+     'is not a figure this repository wrote', None),
+    ('plot: over a figure it did not write', 'plot.py', ['{root}/run', '--out_dir={root}/userfigs'],
+     'is not a figure this repository wrote', None),
+    # resumes that would change what the run is drawn from
+    ('a resume with another seed', 'train.py', [*R, '--seed=7', '--max_iters=12', '--lr_decay_iters=12'],
+     'a resume keeps the run\'s seed', None),
+    ('a resume with another data layout', 'train.py', [*R, '--data_layout=blocks', '--max_iters=12',
+     '--lr_decay_iters=12'], 'keeps the run\'s data_layout', None),
+    ('a reschedule of a taper that has started', 'train.py', ['--init_from=resume', '--out_dir={root}/trun',
+     '--max_iters=48', '--lr_decay_iters=48', '--taper_start=12', '--taper_end=44', '--reschedule'],
+     'the taper has started', None),
+    # values, files and data that cannot be what they claim
+    ('a seed beyond 64 bits', 'train.py', [*T, '--seed=99999999999999999999999'], 'must lie in [0, ', None),
+    ('a config file that is not UTF-8', 'train.py', ['{root}/utf16.py', *T], 'is not UTF-8 text', None),
+    ('`--` given to train.py', 'train.py', [*T, '--', '--max_iters=20'], 'only reproduce.py passes', None),
+    ('meta.json holding a list', 'train.py', [*T, '--data_dir={root}/listmeta'], 'holds a JSON list', None),
+    ('tokens of another dtype than meta.json says', 'train.py', [*T, '--data_dir={root}/wide16'],
+     'uint32 tokens read as uint16', None),
+    ('tokens fewer than meta.json records', 'train.py', [*T, '--data_dir={root}/shorttrain'],
+     'but meta.json records', None),
+    ('a damaged tokenizer in meta\'s folder', 'train.py', [*T, '--data_dir={root}/badspm'],
+     'is not a SentencePiece model', None),
+    ('GPT-2 fine-tuned on SentencePiece tokens', 'train.py', [*T, *GPT2_HF], 'tokens of another tokenizer than', None),
+    ('sample: a checkpoint carrying a damaged tokenizer', 'sample.py', ['--out_dir={root}/badtok', '--device=cpu'],
+     'damaged SentencePiece tokenizer', None),
+    ('sample: --ckpt beside an HF model', 'sample.py', ['--init_from={root}/hf', '--ckpt=ckpt_folded.pt', '--device=cpu'],
+     'drop one of them', None),
+    ('sample: from scratch', 'sample.py', ['--init_from=scratch', '--device=cpu'], 'samples a trained model', None),
+    ('sample: a ckpt.pt that is a folder', 'sample.py', ['--out_dir={root}/ckptdir', '--device=cpu'],
+     'is a folder, not a checkpoint file', None),
+    ('sample: an HF folder without a tokenizer', 'sample.py', ['--init_from={root}/llama', '--device=cpu'],
+     'holds no tokenizer files', None),
+    ('a train.bin that is a folder', 'train.py', [*T, '--data_dir={root}/bindir'], 'is a folder, not a token file', None),
+    ('bench: a prompt length for a training step', 'bench.py', ['--train', '--prompt_len=64', '--device=cpu'],
+     'drop --prompt_len', None),
+    ('reproduce: more jobs than cores', 'reproduce.py', ['--jobs=1000'], 'exceeds this machine', None),
+    ('prepare_owt: every text empty', 'prepare_owt.py', ['--input_file={root}/emptytexts.jsonl', '--out_dir={root}/o10'],
+     'is empty: there is nothing to tokenize', None),
+    ('prepare_owt: a Pile file shorter than one chunk', 'prepare_owt.py', [*OWT, '--pile_file={root}/pile_short.jsonl'],
+     'fewer than the one 1024-token chunk', None),
+    ('prepare_tinystories: JSON lines', 'prepare_tinystories.py', ['--input_file={shared}/openwebtext/sample.jsonl',
+     '--out_dir={root}/p14'], 'is JSON lines', None),
     ('an OpenMP thread count that is not a number', 'sample.py', ['--out_dir={root}/run', '--device=cpu'],
      'OMP_NUM_THREADS=abc', {'OMP_NUM_THREADS': 'abc'}),
 ]
@@ -369,6 +426,7 @@ def make_workspace(root, data_dir):
         json.dump(meta | {'dtype': dtype}, open(f'{root}/{name}/meta.json', 'w'))
     shutil.copytree(data_dir, f'{root}/shortval')
     np.fromfile(f'{data_dir}/val.bin', dtype=np.uint16)[:100].tofile(f'{root}/shortval/val.bin')
+    json.dump(json.load(open(f'{data_dir}/meta.json')) | {'val_tokens': 100}, open(f'{root}/shortval/meta.json', 'w'))
     shutil.copytree(data_dir, f'{root}/badmeta')
     open(f'{root}/badmeta/meta.json', 'w').write('{"vocab_size": 512,')
     shutil.copytree(f'{root}/run', f'{root}/noiter')
@@ -390,8 +448,8 @@ def make_workspace(root, data_dir):
     os.makedirs(f'{root}/owt')
     json.dump(dict(vocab_size=50257, tokenizer='tiktoken', tokenizer_name='gpt2', eot_token=50256, dtype='uint16',
                    source='elsewhere.jsonl', val_fraction=0.05), open(f'{root}/owt/meta.json', 'w'))
-    for split in ('train', 'val'):
-        open(f'{root}/owt/{split}.bin', 'wb').write(bytes(200))
+    for split in ('train', 'val'):  # GPT-2 ids
+        np.random.default_rng(1).integers(0, 50257, 2000, dtype=np.uint16).tofile(f'{root}/owt/{split}.bin')
     open(f'{root}/pile_text.jsonl', 'w').write('{"input_ids": "464 3290"}\n')
     open(f'{root}/pile_big.jsonl', 'w').write('{"input_ids": [464, 70000]}\n')
     word_tokenizer(f'{root}/words', 10)
@@ -409,6 +467,32 @@ def make_workspace(root, data_dir):
     open(f'{root}/no_text.jsonl', 'w').write('{"body": "no text field"}\n')
     os.makedirs(f'{root}/emptydir')
     open(f'{root}/empty.txt', 'w').close()
+    os.makedirs(f'{root}/foldedonly')
+    shutil.copy(f'{root}/trun/ckpt_folded.pt', f'{root}/foldedonly/ckpt_folded.pt')
+    shutil.copytree(f'{root}/trun', f'{root}/trun2')  # its ckpt_folded.pt was folded from trun's checkpoint
+    open(f'{root}/mine.png', 'wb').write(b'\x89PNG\r\n\x1a\n a figure of the user')
+    os.makedirs(f'{root}/userfigs')
+    open(f'{root}/userfigs/loss.png', 'wb').write(b'\x89PNG\r\n\x1a\n a figure of the user')
+    open(f'{root}/utf16.py', 'w', encoding='utf-16').write('learning_rate = 1e-3\n')
+    shutil.copytree(data_dir, f'{root}/listmeta')
+    json.dump([1, 2], open(f'{root}/listmeta/meta.json', 'w'))
+    shutil.copytree(data_dir, f'{root}/wide16')  # uint32 tokens where meta.json says uint16
+    wide = np.fromfile(f'{data_dir}/train.bin', dtype=np.uint16)
+    wide[:len(wide) // 2].astype(np.uint32).tofile(f'{root}/wide16/train.bin')
+    shutil.copytree(data_dir, f'{root}/badspm')
+    open(f'{root}/badspm/tokenizer.model', 'wb').write(b'not a sentencepiece model')
+    shutil.copytree(data_dir, f'{root}/shorttrain')
+    wide[:len(wide) // 2].tofile(f'{root}/shorttrain/train.bin')
+    os.makedirs(f'{root}/badtok')
+    ckpt = torch.load(f'{root}/run/ckpt.pt', weights_only=True)
+    ckpt['tokenizer']['model'] = torch.tensor(list(b'not a sentencepiece model'), dtype=torch.uint8)
+    torch.save(ckpt, f'{root}/badtok/ckpt.pt')
+    os.makedirs(f'{root}/ckptdir/ckpt.pt')
+    shutil.copytree(data_dir, f'{root}/bindir')
+    os.remove(f'{root}/bindir/train.bin')
+    os.makedirs(f'{root}/bindir/train.bin')
+    open(f'{root}/emptytexts.jsonl', 'w').write('{"text": ""}\n{"text": "  "}\n')
+    open(f'{root}/pile_short.jsonl', 'w').write('{"input_ids": [464, 3290, 50256]}\n')
     os.makedirs(f'{root}/cut')
     whole = open(f'{root}/run/ckpt.pt', 'rb').read()
     open(f'{root}/cut/ckpt.pt', 'wb').write(whole[:len(whole) // 2])
@@ -422,6 +506,7 @@ def make_workspace(root, data_dir):
     shutil.copytree(f'{root}/llama', f'{root}/llama_cut')
     whole = open(f'{root}/llama/model.safetensors', 'rb').read()
     open(f'{root}/llama_cut/model.safetensors', 'wb').write(whole[:len(whole) // 2])
+    GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64)).save_pretrained(f'{root}/hf50k')
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=512, bos_token_id=2,
                                eos_token_id=2)).save_pretrained(
         f'{root}/hf')

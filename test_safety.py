@@ -85,7 +85,8 @@ def test_a_run_that_fails_before_its_first_checkpoint_leaves_out_dir_as_it_was(d
 def test_a_resume_may_not_move_the_schedule_silently(data_dir, tmp_path, change):
     """Moving taper_start or taper_end under a run in progress would make the gate jump; ending the
     run where the checkpoint already is would train nothing. Both are refused before anything is
-    written; --reschedule accepts a new taper schedule knowingly."""
+    written; --reschedule accepts a new taper_end knowingly, but never a taper_start the run has
+    passed (c and gammatilde were calibrated there)."""
     out = tmp_path / 'run'
     args = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}']
     run('train.py', *args, '--stop_iter=20')
@@ -94,7 +95,10 @@ def test_a_resume_may_not_move_the_schedule_silently(data_dir, tmp_path, change)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and digest(out) == before, proc.stderr
     assert ('nothing to train' if change == '--stop_iter=20' else 'changes the schedule') in lines[0]
-    if change != '--stop_iter=20':
+    if change == '--taper_start=12':  # the taper started at 8: c and gammatilde are calibrated, no moving it
+        proc = run('train.py', *args, '--init_from=resume', change, '--reschedule', check=False)
+        assert proc.returncode == 1 and 'the taper has started' in proc.stderr and digest(out) == before
+    elif change != '--stop_iter=20':
         run('train.py', *args, '--init_from=resume', change, '--reschedule')
         assert rows(out)[-1]['iter'] == 40
 

@@ -30,8 +30,17 @@ def read_meta(data_dir):
             meta = json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError):
         meta = None
-    if not isinstance(meta, dict):
+    if meta is None:
         raise ValueError(f"{path} is not valid JSON")
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path} holds a JSON {type(meta).__name__}, not the object of fields prepare writes")
+    vocab = meta.get('vocab_size')
+    if vocab is not None and not (isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0):
+        raise ValueError(f"{path} gives vocab_size={vocab!r}, not a positive whole number")
+    if vocab is not None and meta.get('dtype', 'uint16') == 'uint16' and vocab > 2**16:
+        raise ValueError(f"{path} gives vocab_size={vocab} with uint16 tokens, which hold ids below 65536 only")
+    if meta.get('tokenizer') == 'tiktoken' and vocab not in (None, 50257):
+        raise ValueError(f"{path} names tiktoken's GPT-2 tokenizer, whose vocabulary is 50257, not vocab_size={vocab}")
     return meta
 
 
@@ -47,13 +56,24 @@ def open_tokens(data_dir, split):
     """data_dir/<split>.bin memory-mapped read-only, after checking that its size is a whole number of
     tokens: FileNotFoundError or ValueError, each one sentence without advice (callers add theirs)."""
     path = os.path.join(data_dir, f'{split}.bin')
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a folder, not a token file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} not found")
     dtype = token_dtype(data_dir)
     size = os.path.getsize(path)
     if size == 0 or size % dtype.itemsize:
         raise ValueError(f"{path} holds {size} bytes, which is not a stream of {dtype} tokens")
-    return np.memmap(path, dtype=dtype, mode='r')
+    count = read_meta(data_dir).get(f'{split}_tokens')  # recorded by the prepare scripts
+    if isinstance(count, int) and count * dtype.itemsize != size:
+        raise ValueError(f"{path} holds {size // dtype.itemsize:,} {dtype} tokens, but meta.json records {count:,} "
+                         f"(tokens of another dtype, or another file)")
+    tokens = np.memmap(path, dtype=dtype, mode='r')
+    head = tokens[:1 << 20]
+    if dtype == np.uint16 and len(head) >= 1000 and (head[1::2] == 0).mean() > 0.9:
+        raise ValueError(f"{path} looks like uint32 tokens read as uint16 (nearly every other id is 0), where "
+                         f"meta.json says uint16")
+    return tokens
 
 
 def data_tokenizer(data_dir, meta, arch=None):
@@ -62,11 +82,16 @@ def data_tokenizer(data_dir, meta, arch=None):
     if meta.get('tokenizer') == 'hf':  # the tokenizer prepare_owt.py --tokenizer saved beside the data
         with open(os.path.join(data_dir, meta['tokenizer_dir'], 'tokenizer.json'), encoding='utf-8') as f:
             return dict(kind='hf', json=f.read(), eos_id=meta['eot_token'])
-    if arch == 'gpt2' or meta.get('tokenizer') == 'tiktoken':
+    if meta.get('tokenizer') == 'tiktoken' or (arch == 'gpt2' and 'tokenizer' not in meta):
         return dict(kind='tiktoken', name='gpt2')
     if meta.get('tokenizer') == 'sentencepiece':
+        import sentencepiece as spm
         with open(os.path.join(data_dir, meta['tokenizer_model']), 'rb') as f:
             model_bytes = f.read()
+        try:
+            spm.SentencePieceProcessor(model_proto=model_bytes)
+        except RuntimeError:
+            raise ValueError(f"{os.path.join(data_dir, meta['tokenizer_model'])} is not a SentencePiece model") from None
         return dict(kind='sentencepiece', model=torch.frombuffer(bytearray(model_bytes), dtype=torch.uint8))
     return None
 
@@ -79,7 +104,9 @@ def same_tokenizer(a, b):
         return False
     if a['kind'] == 'sentencepiece':
         return torch.equal(torch.as_tensor(a['model']), torch.as_tensor(b['model']))
-    return a.get('json', a.get('name')) == b.get('json', b.get('name'))
+    if a['kind'] == 'hf':  # the same vocabulary and merges, however the JSON was laid out
+        return json.loads(a['json']).get('model') == json.loads(b['json']).get('model')
+    return a.get('name') == b.get('name')
 
 
 def load_tokenizer(ref):
@@ -88,11 +115,19 @@ def load_tokenizer(ref):
         raise SystemExit("this checkpoint names no tokenizer: its data_dir had no meta.json")
     if ref['kind'] == 'sentencepiece':
         import sentencepiece as spm
-        sp = spm.SentencePieceProcessor(model_proto=ref['model'].numpy().tobytes())
+        try:
+            sp = spm.SentencePieceProcessor(model_proto=ref['model'].numpy().tobytes())
+        except RuntimeError:
+            raise SystemExit("the checkpoint carries a damaged SentencePiece tokenizer: retrain on data prepared "
+                             "by prepare_tinystories.py") from None
         return (lambda text: [sp.bos_id()] + sp.encode(text)), sp.decode  # stories start with BOS
     if ref['kind'] == 'hf':
         from tokenizers import Tokenizer
-        tok = Tokenizer.from_str(ref['json'])
+        try:
+            tok = Tokenizer.from_str(ref['json'])
+        except Exception:  # tokenizers raises its own exception types
+            raise SystemExit("the checkpoint carries a damaged HF tokenizer: retrain on data prepared by "
+                             "prepare_owt.py --tokenizer") from None
         # The tokenizer's own framing (e.g. Llama's BOS), as each training document had; an empty
         # prompt without one starts after a document separator. Special tokens are printed, as
         # transformers' decode does.
@@ -103,7 +138,7 @@ def load_tokenizer(ref):
         enc = tiktoken.get_encoding(ref['name'])
     except Exception as e:  # offline without its cache: requests' connection errors, wrapped in several layers
         raise SystemExit(f"tiktoken could not load its {ref['name']} files ({type(e).__name__}): connect to the "
-                         f"internet once, or set TIKTOKEN_CACHE_DIR to a folder that holds them") from None
+                         f"internet once, or set TIKTOKEN_CACHE_DIR to a folder that holds them whole") from None
     return (lambda text: enc.encode(text, allowed_special={'<|endoftext|>'}) or [enc.eot_token]), enc.decode
 
 

@@ -34,7 +34,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import memory
 from memory import describe as describe_memory
-from hf import from_pretrained, pretrained_config
+from hf import from_pretrained, pretrained_config, tokenizer_reference
 from model import GPT, GPTConfig, load_checkpoint
 from tokens import data_tokenizer, open_tokens, read_meta, same_tokenizer
 
@@ -120,7 +120,7 @@ device = flag('', "'cuda', 'cuda:N' or 'cpu' ('': CUDA when this machine has it,
 dtype = flag('bfloat16', "'bfloat16' autocasts on CUDA; the CPU always runs float32",
              choices=('bfloat16', 'float32'))
 compile = flag(False, "torch.compile the model")
-seed = flag(1337, "seeds the weights, the batches and dropout", min=0)
+seed = flag(1337, "seeds the weights, the batches and dropout", min=0, max=2**63 - 1)
 peak_flops = flag(989e12, "per device, for MFU (H100 SXM dense bf16)", above=0)
 memory_plan = flag(False, "print the memory plan (memory.py) and exit")
 # -----------------------------------------------------------------------------
@@ -158,21 +158,17 @@ PER_INVOCATION = ('init_from', 'overwrite', 'stop_iter', 'reschedule', 'eval_onl
 
 
 def run_config(values):
-    """A resume continues the run in out_dir with its own config (config.json), so only the flags that
-    change it need passing; None for a scratch run, or a folder without one."""
-    path = os.path.join(values['out_dir'], 'config.json')
+    """A resume continues the run in out_dir with its own config, the one its checkpoint holds, so only
+    the flags that change it need passing; None for a scratch run, or a folder without a readable
+    checkpoint (the resume then stops at the checkpoint, saying why)."""
+    path = os.path.join(values['out_dir'], 'ckpt.pt')
     if values['init_from'] != 'resume' or not os.path.isfile(path):
         return None
-    try:
-        with open(path) as f:
-            held = json.load(f)
-    except (OSError, ValueError) as e:
-        raise FlagError(f"cannot resume: {path} is not the JSON train.py writes ({type(e).__name__}): restore it, "
-                        f"or delete it and pass the run's config again") from None
-    if not isinstance(held, dict):
-        raise FlagError(f"cannot resume: {path} holds no config: restore it, or delete it and pass the run's "
-                        f"config again")
-    return {k: v for k, v in held.items() if k not in PER_INVOCATION}
+    try:  # mmap: the config, without reading the weights
+        held = torch.load(path, map_location='cpu', weights_only=True, mmap=True).get('config')
+    except Exception:
+        return None
+    return {k: v for k, v in held.items() if k not in PER_INVOCATION} if isinstance(held, dict) else None
 
 
 try:
@@ -187,6 +183,9 @@ def check_config():
     """The rules that tie flags together; each flag's own range is checked as it is read."""
     if min_lr > learning_rate:
         fail(f"min_lr={min_lr} must not exceed learning_rate={learning_rate}")
+    if warmup_iters >= max_iters:
+        fail(f"warmup_iters={warmup_iters} is not below max_iters={max_iters}: the learning rate would never reach "
+             f"its peak; lower warmup_iters")
     if warmup_iters >= lr_decay_iters:
         fail(f"warmup_iters={warmup_iters} must be below lr_decay_iters={lr_decay_iters}: the cosine "
              f"decay runs from the end of warmup to lr_decay_iters")
@@ -272,13 +271,34 @@ tokens_per_iter = world_batch * block_size
 device_type = 'cuda' if device.startswith('cuda') else 'cpu'
 ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 log_path = os.path.join(out_dir, 'log.jsonl')
-if init_from != 'resume' and not overwrite and not memory_plan:  # a plan writes nothing
-    if os.path.isfile(ckpt_path):
+
+
+def ours(path):
+    """Whether out_dir's config.json is one train.py wrote (not, e.g., a save_pretrained folder's)."""
+    try:
+        with open(path) as f:
+            held = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(held, dict) and {'init_from', 'taper', 'out_dir'} <= held.keys()
+
+
+if init_from != 'resume' and not memory_plan:  # a plan writes nothing
+    if any(os.path.isfile(os.path.join(out_dir, f)) for f in ('train.bin', 'meta.json')):
+        fail(f"out_dir={out_dir} is a data folder (it holds train.bin or meta.json): write the run elsewhere, "
+             f"e.g. --out_dir=out")
+    if os.path.isfile(os.path.join(out_dir, 'config.json')) and not ours(os.path.join(out_dir, 'config.json')):
+        fail(f"{out_dir} holds a config.json that train.py did not write (a save_pretrained folder?), which a run "
+             f"would replace: choose another out_dir")
+    if not overwrite and os.path.isfile(ckpt_path):
         fail(f"{out_dir} already holds a run (ckpt.pt): continue it with --init_from=resume, "
              f"or pass --overwrite to start again over it")
-    if os.path.isfile(log_path):
-        fail(f"{out_dir} holds the log of a run that left no checkpoint (log.jsonl): pass --overwrite "
-             f"to start again over it, or choose another out_dir")
+    left = [f for f in ('log.jsonl', 'ckpt_folded.pt', 'train_time.json') if os.path.isfile(os.path.join(out_dir, f))]
+    if not overwrite and left:
+        fail(f"{out_dir} holds {left[0]} of an earlier run that left no checkpoint: pass --overwrite to start "
+             f"again over it, or choose another out_dir")
+if eval_only and overwrite:
+    fail("--eval_only writes nothing, so --overwrite means nothing with it: drop one of them")
 
 # --- data: windows of one concatenated token stream, at random offsets or as shuffled blocks ----
 prepare_cmd = 'prepare_owt.py' if 'owt' in data_dir or 'openwebtext' in data_dir else 'prepare_tinystories.py'
@@ -327,8 +347,19 @@ if mask_eot_targets and 'eot_token' not in meta:
 
 try:
     tokenizer = data_tokenizer(data_dir, meta, arch)  # up front: a data folder without its tokenizer stops here
-except (OSError, KeyError) as e:
+except (OSError, KeyError, ValueError) as e:
     fail(f"{data_dir} lacks its tokenizer ({e}): prepare the data again with `python {prepare_cmd}`")
+if tokenizer is None and master and not memory_plan:
+    print(f"note: {data_dir} has no meta.json naming its tokenizer, so the checkpoints will name none and "
+          f"sample.py will not decode them (the prepare scripts write one)")
+if init_from not in ('scratch', 'resume'):  # an HF model reads the tokens of its own tokenizer only
+    try:
+        theirs = tokenizer_reference(init_from)
+    except (OSError, ValueError):
+        theirs = None  # a folder without tokenizer files (or no network): the vocabulary checks below still hold
+    if tokenizer is not None and not same_tokenizer(theirs, tokenizer):
+        fail(f"{data_dir} holds tokens of another tokenizer than {init_from}'s: prepare the data in the model's "
+             f"tokens (`python prepare_owt.py` for GPT-2, `--tokenizer={init_from}` for another model)")
 
 
 def windows(split, ix):
@@ -444,6 +475,16 @@ elif init_from == 'resume':
     iter_num = last_saved = checkpoint['iter_num']
     changed = {k: (v, config[k]) for k, v in checkpoint['config'].items()
                if k in config and v != config[k] and k not in PER_INVOCATION}
+    fixed = [k for k in ('seed', 'data_layout', 'mask_eot_targets') if k in changed]
+    if fixed:
+        k = fixed[0]
+        fail(f"cannot resume: {k} {changed[k][0]!r} -> {changed[k][1]!r} would change the data (or weights) the run "
+             f"in progress was drawn from: a resume keeps the run's {k}; start a new run for another one")
+    if 'taper_start' in changed and needs_start and (model.started or config['taper_start'] < iter_num):
+        fail(f"cannot resume: taper_start {changed['taper_start'][0]!r} -> {changed['taper_start'][1]!r} at iter "
+             f"{iter_num}: " + ("the taper has started, and c, gammatilde and s_tgt are calibrated" if model.started
+                                else "the new start lies before the checkpoint") + "; a reschedule may move "
+             "taper_end, or a taper_start still ahead of the run")
     moved = [k for k in SCHEDULE if k in changed and (fakeln if k.startswith('fakeln') else needs_start)]
     if moved and not reschedule:
         fail(f"cannot resume: {', '.join(f'{k} {changed[k][0]!r} -> {changed[k][1]!r}' for k in moved)} changes "
