@@ -229,7 +229,7 @@ def main(argv=None):
         fail(f"cannot fold {path}: {e}")
     out = check_outputs(args, path)
     if args.export_hf is not None:
-        from hf import check_exportable  # hf.py folds with this file's algebra
+        from hf import check_exportable
         try:
             check_exportable(model)
         except ValueError as e:
@@ -278,7 +278,7 @@ def main(argv=None):
     print(f"wrote {out}")
     if args.export_hf is not None:
         from hf import export_hf
-        export_hf(model, args.export_hf)
+        export_hf(model, fold_model(model), args.export_hf)  # without --reset_unseen: HF ties the head to it
         if 'tokenizer_dir' in meta:  # prepare_owt.py --tokenizer saved the model's tokenizer beside the data
             shutil.copytree(os.path.join(data_dir, meta['tokenizer_dir']), args.export_hf, dirs_exist_ok=True)
             print(f"copied the run's tokenizer from {data_dir}/{meta['tokenizer_dir']}")

@@ -4,7 +4,7 @@ out as folders transformers loads.
 
     model = from_pretrained('gpt2-medium', taper='all', aux_loss='fixed')   # GPT2LMHeadModel weights
     model = from_pretrained('HuggingFaceTB/SmolLM2-135M', block_size=2048)  # LlamaForCausalLM weights
-    export_hf(model, 'folded-hf')   # All-Taper (or FakeLN) at g = 0, folded: loads in transformers
+    export_hf(model, fold_model(model), 'folded-hf')   # All-Taper (or FakeLN) at g = 0: loads in transformers
 
 GPT-2 becomes arch='gpt2' (LayerNorm, TaperLN when tapered). A Llama-family model becomes arch='llama'
 with every shape read from its config: grouped-query attention, rope_theta (and Llama-3's
@@ -14,6 +14,7 @@ A field this model cannot compute stops with one sentence naming it.
 """
 
 import os
+from types import SimpleNamespace
 
 import torch
 
@@ -243,7 +244,7 @@ def is_export(path):
 
 
 @torch.no_grad()
-def export_hf(model, path):
+def export_hf(model, folded, path):
     """
     Write a norm-free model, folded, as a folder transformers loads: an All-TaperLN or FakeLN GPT-2 as
     GPT2LMHeadModel, an All-Taper Llama as LlamaForCausalLM. Both HF classes always run their norms,
@@ -256,10 +257,8 @@ def export_hf(model, path):
     An Internal-Taper model keeps a real final norm (eps 1e-5 or the model's own) and cannot share that
     eps, so it does not export.
     """
-    from fold import fold_model
     check_exportable(model)
     cfg = model.config
-    folded = fold_model(model)
     sigma = HF_EPS ** 0.5
     hf, weights = (hf_gpt2 if cfg.arch == 'gpt2' else hf_llama)(folded, sigma)
     ln_f, final = model.transformer.ln_f, 'transformer.ln_f' if cfg.arch == 'gpt2' else 'model.norm'
@@ -309,7 +308,6 @@ def llama_hf_config(model, eps=None):
 
 
 def hf_llama(folded, sigma):
-    from fold import rows
     from transformers import LlamaForCausalLM
     cfg = folded.config
     hf = LlamaForCausalLM(llama_hf_config(folded, HF_EPS))
@@ -318,8 +316,10 @@ def hf_llama(folded, sigma):
     for i, block in enumerate(folded.transformer.h):
         layer, attn = f'model.layers.{i}', block.attn
         q, kv = attn.q_size, attn.kv_size  # c_attn's rows are [q | k | v]
-        linears = dict(zip(['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'],
-                           [rows(attn.c_attn, *span) for span in ((0, q), (q, q + kv), (q + kv, q + 2 * kv))]))
+        spans = {'self_attn.q_proj': (0, q), 'self_attn.k_proj': (q, q + kv), 'self_attn.v_proj': (q + kv, q + 2 * kv)}
+        linears = {name: SimpleNamespace(weight=attn.c_attn.weight[a:b],
+                                         bias=None if attn.c_attn.bias is None else attn.c_attn.bias[a:b])
+                   for name, (a, b) in spans.items()}
         linears.update({'self_attn.o_proj': attn.c_proj, 'mlp.gate_proj': block.mlp.w1,
                         'mlp.up_proj': block.mlp.w3, 'mlp.down_proj': block.mlp.w2})
         for name, linear in linears.items():

@@ -133,7 +133,7 @@ def test_bf16_hf_export_matches_float64_gate_zero_model(tmp_path):
     autocast gives the float64 g = 0 model's logits to bf16 precision."""
     from transformers import GPT2LMHeadModel
     model = tapered_at_zero('gpt2', 'layernorm', 'all')
-    export_hf(model, tmp_path)
+    export_hf(model, fold_model(model), tmp_path)
     hf = GPT2LMHeadModel.from_pretrained(tmp_path).eval()
     idx = torch.randint(0, 64, (2, 24), generator=torch.Generator().manual_seed(4))
     with torch.no_grad(), bf16():

@@ -114,7 +114,7 @@ def test_all_taper_export_reloads_in_transformers(llama, tmp_path):
     RMSNorm there is a constant through eps = 1e12, the final one carrying c gammatilde."""
     from transformers import LlamaForCausalLM
     model = tapered_at_zero(llama[0], 'all')
-    export_hf(model, tmp_path)
+    export_hf(model, fold_model(model), tmp_path)
     hf = LlamaForCausalLM.from_pretrained(tmp_path).eval()
     idx = tokens()
     with torch.no_grad():
@@ -127,7 +127,8 @@ def test_internal_taper_does_not_export(tmp_path):
     """Internal-Taper keeps a real final RMSNorm, which cannot share the other norms' eps = 1e12."""
     write_llama(tmp_path / 'src', num_key_value_heads=2)
     with pytest.raises(ValueError, match='real final norm'):
-        export_hf(tapered_at_zero(tmp_path / 'src', 'internal'), tmp_path / 'out')
+        internal = tapered_at_zero(tmp_path / 'src', 'internal')
+        export_hf(internal, fold_model(internal), tmp_path / 'out')
 
 
 REFUSALS = [  # (LlamaConfig fields, words the one sentence must hold)

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from conftest import pretrained_layernorm_std, train_namespace
+from fold import fold_model
 from hf import from_pretrained
 from model import (GPT, EMA, GPTConfig, LayerNorm, RMSNorm, TaperLN, TaperNorm, fixed_target_loss)
 
@@ -607,13 +608,14 @@ def test_folded_all_taper_gpt2_exports_to_transformers(tmp_path):
     from transformers import GPT2LMHeadModel
     from hf import export_hf
     model = tapered_at_zero('gpt2', 'layernorm', 'all')
-    export_hf(model, tmp_path)
+    export_hf(model, fold_model(model), tmp_path)
     hf = GPT2LMHeadModel.from_pretrained(tmp_path).eval()
     idx = torch.randint(0, 64, (2, 30))
     with torch.no_grad():
         assert (hf(idx).logits - model(idx)[0]).abs().max().item() < 1e-5
     with pytest.raises(ValueError, match='All-Taper'):
-        export_hf(tapered_at_zero('gpt2', 'layernorm', 'internal'), tmp_path / 'no')
+        internal = tapered_at_zero('gpt2', 'layernorm', 'internal')
+        export_hf(internal, fold_model(internal), tmp_path / 'no')
 
 
 # --- FakeLN (Baroni et al.), the comparison protocol ------------------------------------------------
@@ -891,7 +893,7 @@ def test_fakeln_model_folds_and_exports_like_all_taperln(hf_gpt2_dir, tmp_path):
     assert all(abs(b.ln_1.sigma_avg[0] - b.ln_1.sigma_avg[1]) > 1e-4 * b.ln_1.sigma_avg[0] for b in model.transformer.h)
     folded = fold_model(model)
     assert max_logit_diff(model, folded) < 1e-5 and folded.fakelns() == []
-    export_hf(model, tmp_path)
+    export_hf(model, fold_model(model), tmp_path)
     idx = torch.randint(0, 97, (2, 30))
     with torch.no_grad():
         diff = (GPT2LMHeadModel.from_pretrained(tmp_path).eval()(idx).logits - model(idx)[0]).abs().max()

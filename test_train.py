@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import prepare_tinystories
+from fold import fold_model
 from model import GPT
 
 from conftest import ROOT, SHARED, TINY, pretrained_layernorm_std, require_shared, run, train_namespace
@@ -484,7 +485,7 @@ def test_evaluate_script_prints_table3(finetuned, owt_dir):
     ours, ours_folded = (json.loads(run('evaluate.py', f'--out_dir={finetuned / "alltaper"}', *common, *ckpt)
                                     .stdout.strip().splitlines()[-1]) for ckpt in ([], ['--ckpt=ckpt_folded.pt']))
     model = GPT.from_checkpoint(str(finetuned / 'alltaper' / 'ckpt.pt'))
-    export_hf(model, finetuned / 'alltaper-hf')
+    export_hf(model, fold_model(model), finetuned / 'alltaper-hf')
     hf = GPT2LMHeadModel.from_pretrained(finetuned / 'alltaper-hf').eval()
     T = model.config.block_size  # the tiny GPT-2's context, shorter than 1024: chunks of T
     for key, file in (('owt', 'val.bin'), ('pile', 'pile.bin')):
