@@ -178,7 +178,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_tinystories: binary file', 'prepare_tinystories.py',
      ['--input_file={root}/binary.txt', '--out_dir={root}/p2'], 'not UTF-8 text', None),
     ('prepare_tinystories: missing file', 'prepare_tinystories.py',
-     ['--input_file={root}/nope.txt', '--out_dir={root}/p3'], 'input_file={root}/nope.txt: no such file', None),
+     ['--input_file={root}/nope.txt', '--out_dir={root}/p3'], 'nope.txt: no such file', None),
     ('prepare_tinystories: hub without network', 'prepare_tinystories.py', ['--out_dir={root}/p5'],
      'Could not download roneneldan/TinyStories', OFFLINE),
     ('prepare_tinystories: vocab beyond uint16', 'prepare_tinystories.py', ['--vocab_size=70000'],
