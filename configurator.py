@@ -126,6 +126,8 @@ def convert_list(key, value, spec):
                 below=spec.below, choices=spec.choices, path=spec.path)
     out = []
     for part in parts:
+        if isinstance(part, str) and not part.strip():
+            raise FlagError(f"{key}={value} holds an empty item (a stray comma?): {key} takes {spec.rule()}")
         try:
             out.append(convert(key, part.strip() if isinstance(part, str) else part, item))
         except FlagError:
@@ -182,6 +184,9 @@ def checked_path(key, path):
     """A folder the script will write into: named, not a file, and inside a folder it may write."""
     if not path.strip():
         raise FlagError(f"{key} is empty: name the folder to write into, e.g. --{key}=out")
+    if os.path.islink(path) and not os.path.exists(path):
+        raise FlagError(f"{key}={path} is a broken symbolic link (to {os.readlink(path)}): remove it, or name "
+                        f"another folder")
     if os.path.exists(path) and not os.path.isdir(path):
         raise FlagError(f"{key}={path} is a file, not a folder: name a folder to write into")
     parent = os.path.abspath(path)
@@ -291,6 +296,9 @@ def read_file(path, values, flags, prog):
     except SyntaxError as e:
         raise FlagError(f"config file {path}, line {e.lineno}: {e.msg}; a config file is Python that "
                          f"assigns values, e.g. learning_rate = 3e-4") from None
+    except SystemExit:
+        raise FlagError(f"config file {path} calls exit(): a config file only assigns values, e.g. "
+                        f"learning_rate = 3e-4") from None
     except Exception as e:  # it runs as Python: a NameError, a division by zero, ...
         line = next((f.lineno for f in reversed(traceback.extract_tb(e.__traceback__))
                      if f.filename == path), '?')
@@ -299,7 +307,7 @@ def read_file(path, values, flags, prog):
     for key, value in namespace.items():
         if key.startswith('__') or isinstance(value, (types.ModuleType, types.FunctionType, type)):
             continue
-        spec = known(key, flags, prog, f"in {path}")
+        spec = known(key, flags, prog, f"in {path} (is it another script's config file?)")
         if value is values.get(key):
             continue
         try:

@@ -60,6 +60,8 @@ except (FlagError, ValueError) as e:
 if init_from == 'scratch':
     fail("evaluate.py scores a trained model: --init_from=resume (the run in --out_dir) or an HF model's name "
          "or folder")
+if init_from != 'resume' and out_dir != 'out':
+    fail(f"--out_dir={out_dir} names a run, but --init_from={init_from} loads an HF model: drop one of them")
 if init_from != 'resume' and ckpt != 'ckpt.pt':
     fail(f"--ckpt={ckpt} names a file of a run in --out_dir, but --init_from={init_from} loads an HF model: drop "
          f"one of them")
@@ -128,6 +130,8 @@ def check_tokenizer(ref, meta):
     if kind not in ('tiktoken', 'hf'):
         fail(f"cannot evaluate a model with a {kind} tokenizer: evaluate.py scores OpenWebText in GPT-2's or "
              f"an HF model's own tokens (diagnose.py scores any checkpoint on its own data)")
+    if not meta:
+        print(f"note: {data_dir} has no meta.json, so its tokens are taken to be GPT-2's, unchecked")
     data_kind = meta.get('tokenizer', 'tiktoken')  # prepare_owt.py's GPT-2 data
     if kind == 'hf' and data_kind == 'hf':
         path = os.path.join(data_dir, str(meta.get('tokenizer_dir')), 'tokenizer.json')

@@ -852,6 +852,8 @@ class GPT(nn.Module):
         ckpt = path if isinstance(path, dict) else load_checkpoint(path, device)
         path = 'the checkpoint' if isinstance(path, dict) else path
         args = ckpt['model_args']
+        if not isinstance(args, dict) or not isinstance(ckpt['model'], dict):
+            raise ValueError(f"{path} holds a damaged checkpoint (model_args or model is not a dict)")
         fields = GPTConfig.__dataclass_fields__
         for key, value in expected.items():
             held = args.get(key, fields[key].default if key in fields else None)  # older checkpoints lack newer fields
@@ -864,7 +866,10 @@ class GPT(nn.Module):
         if any('.ln_1v.' in k for k in ckpt['model']):
             raise ValueError(f"{path} is a FakeLN model of an older layout (a separate ln_1v with its "
                              f"own gamma and beta) that this model.py no longer builds: rerun its fine-tune")
-        model = cls(GPTConfig(**args))
+        try:
+            model = cls(GPTConfig(**args))
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{path} holds a damaged model config (its model_args: {e})") from None
         try:
             model.load_state_dict(ckpt['model'])
         except RuntimeError as e:

@@ -33,6 +33,8 @@ def load_run(run_dir):
         raise SystemExit(f"run directory {run_dir} not found; pass the out_dir of a train.py run.")
     config_path, log_path = os.path.join(run_dir, "config.json"), os.path.join(run_dir, "log.jsonl")
     for path in (config_path, log_path):
+        if os.path.isdir(path):
+            raise SystemExit(f"{path} is a folder, not the file train.py writes; pass the out_dir of a train.py run.")
         if not os.path.isfile(path):
             raise SystemExit(f"{path} not found; pass the out_dir of a train.py run.")
     try:
@@ -59,7 +61,8 @@ def load_run(run_dir):
             elif "val_loss" in row:
                 evals.append(row)
     if not train:
-        raise SystemExit(f"{log_path} has no training rows yet; plot it after the first log interval.")
+        raise SystemExit(f"{log_path} holds no train.py training rows (rows with 'iter' and 'lr'); plot a run "
+                         f"after its first log interval.")
     label = TAPER_LABELS[config["taper"]] + AUX_LABELS[config["aux_loss"]]
     return dict(label=label, taper=config["taper"], train=train, evals=evals, config=config)
 

@@ -226,6 +226,9 @@ def same_name(stored, given):
 def check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, input_file, val_fraction):
     """Refuse, before anything is written, a folder already prepared in other tokens or from another
     source: the stages whose outputs exist would be skipped, keeping them under the new flags."""
+    if any(os.path.isfile(os.path.join(out_dir, f)) for f in ("ckpt.pt", "log.jsonl")):
+        raise SystemExit(f"{out_dir} holds a training run (ckpt.pt or log.jsonl), not data: choose another "
+                         f"--out_dir for the data")
     if not os.path.isfile(meta_file):
         return
     try:

@@ -174,6 +174,9 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
                    flag_name="out_dir", max_stories=None):
     """Refuse, before anything is written, a folder that already holds data prepared otherwise: every
     stage whose output exists is skipped, so it would be kept under the new flags."""
+    if any(os.path.isfile(os.path.join(out_dir, f)) for f in ("ckpt.pt", "log.jsonl")):
+        raise SystemExit(f"{out_dir} holds a training run (ckpt.pt or log.jsonl), not data: choose another "
+                         f"--out_dir for the data")
     held = None
     if os.path.isfile(model_file):
         try:

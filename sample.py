@@ -67,10 +67,13 @@ if start.startswith('FILE:'):
     if not start:
         fail(f"the prompt file {prompt_file} is empty: write the prompt in it, or drop --start to sample "
              f"from the start of a document")
+sys.stdout.reconfigure(errors='replace')  # a terminal that cannot show a character shows '?', not a traceback
 torch.manual_seed(seed)
 if init_from == 'scratch':
     fail("sample.py samples a trained model: --init_from=resume (the run in --out_dir) or an HF model's name "
          "or folder")
+if init_from != 'resume' and out_dir != 'out':
+    fail(f"--out_dir={out_dir} names a run, but --init_from={init_from} loads an HF model: drop one of them")
 if init_from != 'resume' and ckpt != 'ckpt.pt':
     fail(f"--ckpt={ckpt} names a file of a run in --out_dir, but --init_from={init_from} loads an HF model: drop "
          f"one of them")

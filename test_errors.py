@@ -214,7 +214,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_tinystories: other text into a prepared folder', 'prepare_tinystories.py',
      ['--input_file={root}/small.txt', '--vocab_size=512', '--out_dir={data}'], 'already holds data prepared from', None),
     ('prepare_tinystories: a stray comma in input_file', 'prepare_tinystories.py',
-     ['--input_file={root}/small.txt,', '--out_dir={root}/p9'], 'holds an empty name', None),
+     ['--input_file={root}/small.txt,', '--out_dir={root}/p9'], 'holds an empty item (a stray comma?)', None),
     ('prepare_tinystories: one story, none to hold out', 'prepare_tinystories.py',
      ['--input_file={root}/one_story.txt', '--out_dir={root}/p10'], 'cannot hold out 0.05 of 1 stories', QUIET),
     ('prepare_owt: pile_file with skip_pile', 'prepare_owt.py', [*OWT, '--skip_pile', '--pile_file={root}/bad_line.jsonl'],
@@ -297,8 +297,6 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     # files and folders read: each kind named for what it is (the flag layer's path='file' and path='dir')
     ('prepare_tinystories: a folder as the text', 'prepare_tinystories.py', ['--input_file={root}/emptydir',
      '--out_dir={root}/p12'], 'is a folder, not a file', None),
-    ('prepare_tinystories: an empty name in the list', 'prepare_tinystories.py', ['--input_file={root}/small.txt,',
-     '--out_dir={root}/p13'], 'input_file is empty', None),
     ('prepare_owt: a folder as the jsonl', 'prepare_owt.py', ['--input_file={root}/emptydir', '--out_dir={root}/o9'],
      'is a folder, not a file', None),
     ('fold: a file as the run folder', 'fold.py', ['--out_dir={root}/blank.txt'], 'is a file, not a folder', None),
@@ -385,6 +383,38 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'fewer than the one 1024-token chunk', None),
     ('prepare_tinystories: JSON lines', 'prepare_tinystories.py', ['--input_file={shared}/openwebtext/sample.jsonl',
      '--out_dir={root}/p14'], 'is JSON lines', None),
+    # checkpoints that cannot be what they claim
+    ('a folded checkpoint resumed as ckpt.pt', 'train.py', ['--init_from=resume', '--out_dir={root}/foldasckpt'],
+     'is a folded checkpoint', None),
+    ('a checkpoint whose iter_num is text', 'train.py', ['--init_from=resume', '--out_dir={root}/iterstr'],
+     'not a step number', None),
+    ('a checkpoint without optimizer state', 'train.py', ['--init_from=resume', '--out_dir={root}/noopt'],
+     'it has no optimizer', None),
+    ('a checkpoint with a damaged random state', 'train.py', [*R, '--out_dir={root}/badrng', '--max_iters=12',
+     '--lr_decay_iters=12'], 'damaged random-number state', None),
+    ('sample: a checkpoint with a damaged model config', 'sample.py', ['--out_dir={root}/bogusargs', '--device=cpu'],
+     'damaged model config', None),
+    ('a reschedule that ends the taper behind the run', 'train.py', ['--init_from=resume', '--out_dir={root}/half',
+     '--taper_end=15', '--reschedule'], 'would drop the gate to 0 at once', None),
+    ('the scale loss weighted 0', 'train.py', [*T, '--aux_weight=0'], 'turns the fixed-target scale loss off', None),
+    # the environment, and files that are not what they seem
+    ('a MASTER_PORT that is not a port', 'train.py', T, 'is not a port number',
+     {'RANK': '0', 'WORLD_SIZE': '1', 'LOCAL_RANK': '0', 'MASTER_ADDR': 'localhost', 'MASTER_PORT': 'notaport'}),
+    ('a config file that calls exit()', 'train.py', ['{root}/exits.py', *T], 'calls exit()', None),
+    ('sample: a train.py config file', 'sample.py', ['config/quick_cpu.py', '--out_dir={root}/run'],
+     "another script's config file", None),
+    ('out_dir a broken symbolic link', 'train.py', [*T, '--out_dir={root}/deadlink'], 'broken symbolic link', None),
+    ('meta.json a folder', 'train.py', [*T, '--data_dir={root}/metadir'], 'is a folder, not the JSON', None),
+    ('meta.json holding null', 'train.py', [*T, '--data_dir={root}/metanull'], 'holds a JSON null', None),
+    ('meta.json naming an unknown tokenizer', 'train.py', [*T, '--data_dir={root}/metabpe'],
+     'which none of the prepare scripts writes', None),
+    ('meta.json with bos_id beyond the vocabulary', 'train.py', [*T, '--data_dir={root}/metabos'],
+     'outside its vocabulary', None),
+    ('train.bin a link to a device', 'train.py', [*T, '--data_dir={root}/devbin'], 'is not a regular file', None),
+    ('prepare_tinystories: into a training run', 'prepare_tinystories.py', ['--input_file={root}/small.txt',
+     '--out_dir={root}/run'], 'holds a training run', None),
+    ('sample: --out_dir beside an HF model', 'sample.py', ['--init_from={root}/hf', '--out_dir={root}/run',
+     '--device=cpu'], 'drop one of them', None),
     ('an OpenMP thread count that is not a number', 'sample.py', ['--out_dir={root}/run', '--device=cpu'],
      'OMP_NUM_THREADS=abc', {'OMP_NUM_THREADS': 'abc'}),
 ]
@@ -392,7 +422,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
 
 def digest(root):
     return {os.path.join(d, f): hashlib.sha256(open(os.path.join(d, f), 'rb').read()).hexdigest()
-            for d, _, files in os.walk(root) for f in files}
+            for d, _, files in os.walk(root) for f in files if os.path.isfile(os.path.join(d, f))}  # not /dev/zero
 
 
 def make_workspace(root, data_dir):
@@ -467,6 +497,29 @@ def make_workspace(root, data_dir):
     open(f'{root}/no_text.jsonl', 'w').write('{"body": "no text field"}\n')
     os.makedirs(f'{root}/emptydir')
     open(f'{root}/empty.txt', 'w').close()
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/half', '--stop_iter=20')  # mid-taper
+    os.makedirs(f'{root}/foldasckpt')
+    shutil.copy(f'{root}/trun/ckpt_folded.pt', f'{root}/foldasckpt/ckpt.pt')
+    whole = torch.load(f'{root}/run/ckpt.pt', weights_only=True)
+    for name, change in (('iterstr', dict(iter_num='20')), ('noopt', dict(optimizer=None)),
+                         ('badrng', dict(rng=dict(torch=torch.zeros(3, dtype=torch.uint8)))),
+                         ('bogusargs', dict(model_args=whole['model_args'] | dict(taper='bogus')))):
+        os.makedirs(f'{root}/{name}')
+        damaged = {k: v for k, v in (whole | change).items() if v is not None}
+        torch.save(damaged, f'{root}/{name}/ckpt.pt')
+        shutil.copy(f'{root}/run/log.jsonl', f'{root}/{name}/log.jsonl')
+    open(f'{root}/exits.py', 'w').write('import sys\nsys.exit(0)\n')
+    os.symlink(f'{root}/nowhere', f'{root}/deadlink')
+    for name in ('metadir', 'metanull', 'metabpe', 'metabos', 'devbin'):
+        shutil.copytree(data_dir, f'{root}/{name}')
+    os.remove(f'{root}/metadir/meta.json')
+    os.makedirs(f'{root}/metadir/meta.json')
+    open(f'{root}/metanull/meta.json', 'w').write('null')
+    base = json.load(open(f'{data_dir}/meta.json'))
+    json.dump(base | {'tokenizer': 'bpe'}, open(f'{root}/metabpe/meta.json', 'w'))
+    json.dump(base | {'bos_id': 9999}, open(f'{root}/metabos/meta.json', 'w'))
+    os.remove(f'{root}/devbin/train.bin')
+    os.symlink('/dev/zero', f'{root}/devbin/train.bin')
     os.makedirs(f'{root}/foldedonly')
     shutil.copy(f'{root}/trun/ckpt_folded.pt', f'{root}/foldedonly/ckpt_folded.pt')
     shutil.copytree(f'{root}/trun', f'{root}/trun2')  # its ckpt_folded.pt was folded from trun's checkpoint

@@ -122,3 +122,60 @@ def test_a_resume_continues_the_run_with_its_own_config(data_dir, tmp_path):
                '--lr_decay_iters=44')
     assert 'resuming with changed settings: max_iters 40 -> 44, lr_decay_iters 40 -> 44' in proc.stdout
     assert rows(tmp_path / 'bare')[-1]['iter'] == 44
+
+
+def test_a_scheduler_kill_rolls_back_like_ctrl_c(data_dir, tmp_path):
+    """SIGTERM (a cluster's time limit) after the first checkpoint: one sentence naming the kept
+    checkpoint, out_dir as of that checkpoint, and the resume finishes the run."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import ROOT
+    out = tmp_path / 'run'
+    args = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=400', '--lr_decay_iters=400',
+            '--taper_end=300', '--eval_interval=20']
+    proc = subprocess.Popen([sys.executable, str(ROOT / 'train.py'), *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    while not (out / 'ckpt.pt').exists() or len(rows(out)) < 8:  # past the first checkpoint (iter 20)
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    lines = err.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and 'is as of its last checkpoint' in lines[0], err
+    import torch
+    kept = torch.load(out / 'ckpt.pt', weights_only=True)['iter_num']
+    assert max(r['iter'] for r in rows(out)) <= kept  # the log rolled back to its commit
+    run('train.py', '--init_from=resume', f'--out_dir={out}', '--stop_iter=60')
+    assert rows(out)[-1]['iter'] == 60
+
+
+def test_a_run_killed_outright_before_its_first_checkpoint_gets_its_predecessor_back(data_dir, tmp_path):
+    """--overwrite moves the old run aside until the new run's first checkpoint; a SIGKILL in between
+    leaves it in .replaced, and the next start puts it back before anything else, and says so."""
+    out = tmp_path / 'run'
+    args = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}']
+    run('train.py', *args, '--stop_iter=20')
+    before = digest(out)
+    (out / '.replaced').mkdir()
+    for name in before:
+        os.replace(out / name, out / '.replaced' / name)
+    (out / 'config.json').write_text('{"init_from": "scratch", "taper": "internal", "out_dir": "x"}')
+    (out / 'log.jsonl').write_text('')  # what the killed run had written
+    proc = run('train.py', *args, check=False)
+    assert 'restored the run' in proc.stdout and 'already holds a run' in proc.stderr
+    assert digest(out) == before and not (out / '.replaced').exists()
+
+
+def test_a_resume_applies_changed_optimizer_settings(data_dir, tmp_path):
+    """AdamW's weight decay and betas are the resumed run's flags, not the checkpoint's: a resume that
+    changes them (and says so) trains with the new values, which the next checkpoint holds."""
+    import torch
+    out = tmp_path / 'run'
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--stop_iter=20')
+    proc = run('train.py', '--init_from=resume', f'--out_dir={out}', '--weight_decay=0.1', '--beta2=0.99')
+    assert 'weight_decay 0.0 -> 0.1' in proc.stdout
+    groups = torch.load(out / 'ckpt.pt', weights_only=True)['optimizer']['param_groups']
+    assert groups[0]['weight_decay'] == 0.1 and groups[1]['weight_decay'] == 0.0
+    assert all(tuple(g['betas']) == (0.9, 0.99) for g in groups)

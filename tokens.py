@@ -8,6 +8,7 @@ carries (train.py's tokenizer_reference), turned back into encode and decode.
 
 import json
 import os
+import stat
 
 import numpy as np
 import torch
@@ -23,22 +24,29 @@ def dtype_for(vocab_size):
 def read_meta(data_dir):
     """data_dir/meta.json as a dict ({} when there is none), or a ValueError naming the file."""
     path = os.path.join(data_dir, 'meta.json')
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a folder, not the JSON file prepare writes")
     if not os.path.isfile(path):
         return {}
     try:
         with open(path) as f:
             meta = json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError):
-        meta = None
-    if meta is None:
-        raise ValueError(f"{path} is not valid JSON")
+        raise ValueError(f"{path} is not valid JSON") from None
     if not isinstance(meta, dict):
-        raise ValueError(f"{path} holds a JSON {type(meta).__name__}, not the object of fields prepare writes")
+        kind = 'null' if meta is None else {'list': 'list', 'str': 'string'}.get(type(meta).__name__, 'number')
+        raise ValueError(f"{path} holds a JSON {kind}, not the object of fields prepare writes")
     vocab = meta.get('vocab_size')
     if vocab is not None and not (isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0):
         raise ValueError(f"{path} gives vocab_size={vocab!r}, not a positive whole number")
     if vocab is not None and meta.get('dtype', 'uint16') == 'uint16' and vocab > 2**16:
         raise ValueError(f"{path} gives vocab_size={vocab} with uint16 tokens, which hold ids below 65536 only")
+    if meta.get('tokenizer', 'sentencepiece') not in ('sentencepiece', 'tiktoken', 'hf'):
+        raise ValueError(f"{path} names tokenizer {meta['tokenizer']!r}, which none of the prepare scripts writes "
+                         f"(sentencepiece, tiktoken, hf)")
+    for key in ('bos_id', 'eos_id', 'eot_token'):
+        if vocab is not None and isinstance(meta.get(key), int) and not 0 <= meta[key] < vocab:
+            raise ValueError(f"{path} gives {key}={meta[key]}, outside its vocabulary of {vocab}")
     if meta.get('tokenizer') == 'tiktoken' and vocab not in (None, 50257):
         raise ValueError(f"{path} names tiktoken's GPT-2 tokenizer, whose vocabulary is 50257, not vocab_size={vocab}")
     return meta
@@ -58,6 +66,8 @@ def open_tokens(data_dir, split):
     path = os.path.join(data_dir, f'{split}.bin')
     if os.path.isdir(path):
         raise ValueError(f"{path} is a folder, not a token file")
+    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        raise ValueError(f"{path} is not a regular file (a device, a pipe, or a link to one), not a token file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} not found")
     dtype = token_dtype(data_dir)
@@ -113,7 +123,10 @@ def load_tokenizer(ref):
     """(encode, decode) for a checkpoint's tokenizer reference (see train.py's tokenizer_reference)."""
     if ref is None:
         raise SystemExit("this checkpoint names no tokenizer: its data_dir had no meta.json")
-    if ref['kind'] == 'sentencepiece':
+    if not isinstance(ref, dict):
+        raise SystemExit("the checkpoint's tokenizer entry is damaged: retrain on data prepared by "
+                         "prepare_tinystories.py or prepare_owt.py")
+    if ref.get('kind') == 'sentencepiece':
         import sentencepiece as spm
         try:
             sp = spm.SentencePieceProcessor(model_proto=ref['model'].numpy().tobytes())
@@ -121,7 +134,7 @@ def load_tokenizer(ref):
             raise SystemExit("the checkpoint carries a damaged SentencePiece tokenizer: retrain on data prepared "
                              "by prepare_tinystories.py") from None
         return (lambda text: [sp.bos_id()] + sp.encode(text)), sp.decode  # stories start with BOS
-    if ref['kind'] == 'hf':
+    if ref.get('kind') == 'hf':
         from tokenizers import Tokenizer
         try:
             tok = Tokenizer.from_str(ref['json'])
@@ -133,6 +146,9 @@ def load_tokenizer(ref):
         # transformers' decode does.
         return ((lambda text: tok.encode(text).ids or [ref['eos_id']]),
                 lambda ids: tok.decode(ids, skip_special_tokens=False))
+    if ref.get('kind') != 'tiktoken':
+        raise SystemExit(f"the checkpoint names a tokenizer of kind {ref.get('kind')!r}, which this repository does "
+                         f"not write: retrain on data prepared by prepare_tinystories.py or prepare_owt.py")
     import tiktoken
     try:
         enc = tiktoken.get_encoding(ref['name'])

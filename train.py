@@ -41,7 +41,7 @@ from tokens import data_tokenizer, open_tokens, read_meta, same_tokenizer
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
 # config file and --key=value; each flag says what it takes (configurator.py), and --help lists them.
-from configurator import FlagError, configure_globals, flag  # noqa: E402
+from configurator import Flag, FlagError, configure_globals, flag  # noqa: E402
 # I/O
 out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out')
 init_from = flag('scratch', "'scratch', 'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family "
@@ -134,6 +134,10 @@ def launcher():
     if not present:
         return False, 0, 1
     missing = [n for n in names if n not in os.environ]
+    if not missing and not os.environ['MASTER_PORT'].isdigit():
+        print(f"MASTER_PORT={os.environ['MASTER_PORT']} is not a port number: launch with torchrun, which sets "
+              f"it, or unset {', '.join(present)}", file=sys.stderr)
+        sys.exit(1)
     numbers = [os.environ.get(n, '') for n in names[:3]]
     if missing or not all(v.isdigit() for v in numbers) or int(numbers[0]) >= int(numbers[1]):
         what = f"{', '.join(present)} set but not {', '.join(missing)}" if missing else \
@@ -154,6 +158,7 @@ def fail(message):
     sys.exit(1)
 
 
+TRAIN_FLAGS = {k: v for k, v in globals().items() if isinstance(v, Flag)}  # before they become values
 PER_INVOCATION = ('init_from', 'overwrite', 'stop_iter', 'reschedule', 'eval_only', 'memory_plan')
 
 
@@ -227,12 +232,25 @@ def check_config():
     if aux_loss == 'fixed' and not 0 <= taper_start < max_iters:
         fail(f"the fixed-target loss freezes s_tgt at taper_start={taper_start}, which must lie inside "
              f"the run's max_iters={max_iters}")
+    if aux_loss == 'fixed' and aux_weight == 0:
+        fail("aux_weight=0 turns the fixed-target scale loss off: pass --aux_loss=none for that")
     if (taper != 'none' or aux_loss == 'fixed') and taper_start < 1:
         fail(f"taper_start={taper_start} leaves no step at g = 1 to calibrate c and s_tgt from: "
              f"start the taper at step 1 or later")
 
 
 check_config()
+if rank == 0 and not memory_plan:  # allowed, but said: settings that have no effect, or an odd schedule
+    defaults = {k: v.default for k, v in TRAIN_FLAGS.items()}
+    idle = [k for k, off in (('aux_weight', aux_loss == 'none'), ('fakeln_start', not fakeln),
+                             ('fakeln_gap', not fakeln), ('fakeln_momentum', not fakeln))
+            if off and config[k] != defaults[k]]
+    if idle:
+        print(f"note: {', '.join(f'{k}={config[k]!r}' for k in idle)} has no effect in this run "
+              f"(aux_loss={aux_loss!r}, fakeln={fakeln})")
+    if lr_decay_iters < max_iters and not eval_only:
+        print(f"note: the learning rate decays to min_lr={min_lr} by lr_decay_iters={lr_decay_iters} and stays "
+              f"there for the last {max_iters - lr_decay_iters} steps")
 # N ranks split the global batch of one process evenly, so the step sees the same sequences whatever
 # N is (memory.split_batch says how).
 world_batch = gradient_accumulation_steps * batch_size  # sequences per optimizer step, all ranks
@@ -283,6 +301,13 @@ def ours(path):
     return isinstance(held, dict) and {'init_from', 'taper', 'out_dir'} <= held.keys()
 
 
+if os.path.isdir(os.path.join(out_dir, '.replaced')) and rank == 0 and not memory_plan:
+    # a run killed outright (SIGKILL) before its first checkpoint left the run it replaced aside: put it back
+    held = os.path.join(out_dir, '.replaced')
+    for f in os.listdir(held):
+        os.replace(os.path.join(held, f), os.path.join(out_dir, f))
+    os.rmdir(held)
+    print(f"note: restored the run in {out_dir} that a killed --overwrite run had moved to .replaced")
 if init_from != 'resume' and not memory_plan:  # a plan writes nothing
     if any(os.path.isfile(os.path.join(out_dir, f)) for f in ('train.bin', 'meta.json')):
         fail(f"out_dir={out_dir} is a data folder (it holds train.bin or meta.json): write the run elsewhere, "
@@ -357,7 +382,7 @@ if init_from not in ('scratch', 'resume'):  # an HF model reads the tokens of it
         theirs = tokenizer_reference(init_from)
     except (OSError, ValueError):
         theirs = None  # a folder without tokenizer files (or no network): the vocabulary checks below still hold
-    if tokenizer is not None and not same_tokenizer(theirs, tokenizer):
+    if (tokenizer or {}).get('kind') == 'sentencepiece' or (tokenizer is not None and not same_tokenizer(theirs, tokenizer)):
         fail(f"{data_dir} holds tokens of another tokenizer than {init_from}'s: prepare the data in the model's "
              f"tokens (`python prepare_owt.py` for GPT-2, `--tokenizer={init_from}` for another model)")
 
@@ -463,6 +488,15 @@ if init_from == 'scratch':
 elif init_from == 'resume':
     try:
         checkpoint = load_checkpoint(ckpt_path, device)
+        if 'folded_from' in checkpoint:
+            raise ValueError(f"{ckpt_path} is a folded checkpoint (fold.py's), which has no optimizer state to "
+                             f"resume: resume the run's own ckpt.pt")
+        lacking = [k for k in ('config', 'optimizer', 'iter_num', 'sampler', 'rng') if k not in checkpoint]
+        if lacking:
+            raise ValueError(f"{ckpt_path} is not a whole training checkpoint (it has no {lacking[0]})")
+        if not (isinstance(checkpoint['iter_num'], int) and checkpoint['iter_num'] >= 0
+                and isinstance(checkpoint['config'], dict)):
+            raise ValueError(f"{ckpt_path} holds iter_num={checkpoint['iter_num']!r}, not a step number")
         # The model's context is its own (a fine-tune keeps its HF context); it must only hold the windows.
         model = GPT.from_checkpoint(checkpoint, device, **{k: v for k, v in model_args.items() if k != 'block_size'})
     except (FileNotFoundError, ValueError) as e:
@@ -485,6 +519,9 @@ elif init_from == 'resume':
              f"{iter_num}: " + ("the taper has started, and c, gammatilde and s_tgt are calibrated" if model.started
                                 else "the new start lies before the checkpoint") + "; a reschedule may move "
              "taper_end, or a taper_start still ahead of the run")
+    if ('taper_end' in changed and taper != 'none' and changed['taper_end'][0] > iter_num >= config['taper_end']):
+        fail(f"cannot resume: taper_end {changed['taper_end'][0]!r} -> {changed['taper_end'][1]!r} at iter {iter_num}, "
+             f"mid-taper, would drop the gate to 0 at once: choose a taper_end after iter {iter_num}")
     moved = [k for k in SCHEDULE if k in changed and (fakeln if k.startswith('fakeln') else needs_start)]
     if moved and not reschedule:
         fail(f"cannot resume: {', '.join(f'{k} {changed[k][0]!r} -> {changed[k][1]!r}' for k in moved)} changes "
@@ -573,13 +610,22 @@ def read_log_rows(path, before):
 if checkpoint is not None:
     try:
         load_optimizer_state(checkpoint['optimizer'])
-    except (KeyError, ValueError, RuntimeError) as e:
+    except (KeyError, ValueError, RuntimeError, TypeError, AttributeError) as e:
         fail(f"cannot resume: the optimizer state in {ckpt_path} does not fit this model "
-             f"({str(e).splitlines()[0]})")
-    sampler.set_state(checkpoint['sampler'])
-    torch.set_rng_state(checkpoint['rng']['torch'])
-    if device_type == 'cuda' and checkpoint['rng'].get('cuda') is not None:
-        torch.cuda.set_rng_state(checkpoint['rng']['cuda'])
+             f"({(str(e).splitlines() or [type(e).__name__])[0]})")
+    # AdamW's hyper-parameters are the config's, not the checkpoint's (a resume may change them; the
+    # learning rate is set every step): group 0 decays, group 1 does not (configure_optimizers)
+    for group in optimizer.param_groups:
+        group['betas'] = (beta1, beta2)
+    optimizer.param_groups[0]['weight_decay'] = weight_decay
+    try:
+        sampler.set_state(checkpoint['sampler'])
+        torch.set_rng_state(checkpoint['rng']['torch'])
+        if device_type == 'cuda' and checkpoint['rng'].get('cuda') is not None:
+            torch.cuda.set_rng_state(checkpoint['rng']['cuda'])
+    except (KeyError, TypeError, RuntimeError, AttributeError) as e:
+        fail(f"cannot resume: {ckpt_path} holds a damaged random-number state ({type(e).__name__}): resume an "
+             f"earlier checkpoint of the run")
     checkpoint = None  # free it
 log_rows = (read_log_rows(log_path, iter_num)
             if master and init_from == 'resume' and os.path.isfile(log_path) else [])
@@ -892,10 +938,11 @@ while True:
         if master:
             open_run()
             atexit.register(roll_back)  # any exit before the run's end: out_dir as of its last checkpoint
-        signal.signal(signal.SIGINT, lambda *_: fail(
-            f"interrupted at iter {iter_num}: {out_dir} is as of its last checkpoint "
-            f"(iter {last_saved}); --init_from=resume continues from there" if last_saved is not None else
-            f"interrupted at iter {iter_num} before the first checkpoint: {out_dir} is as it was"))
+        for stop in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, or a scheduler's kill: the same roll-back
+            signal.signal(stop, lambda *_: fail(
+                f"interrupted at iter {iter_num}: {out_dir} is as of its last checkpoint "
+                f"(iter {last_saved}); --init_from=resume continues from there" if last_saved is not None else
+                f"interrupted at iter {iter_num} before the first checkpoint: {out_dir} is as it was"))
 
     if logging:
         if ddp:
