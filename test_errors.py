@@ -247,7 +247,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      ['--input_file={root}/small.txt', '--data_dir={data}', '--out_root={root}/repro'], 'already holds data prepared from', None),
     # fold.py, evaluate.py
     ('fold: a Baseline', 'fold.py', ['--out_dir={root}/run'], 'no tapered norm', None),
-    ('fold: no checkpoint', 'fold.py', ['--out_dir={root}/fresh'], 'cannot fold', None),
+    ('fold: no checkpoint', 'fold.py', ['--out_dir={root}/fresh'], 'no such folder', None),
+    ('fold: a folder without a checkpoint', 'fold.py', ['--out_dir={root}/emptydir'], 'no checkpoint there', None),
     ('sample: prompt file not text', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=FILE:{root}/binary.txt'],
      'as UTF-8 text', None),
     ('sample: folded checkpoint not made yet', 'sample.py', ['--out_dir={root}/run', '--ckpt=ckpt_folded.pt', '--device=cpu'],
@@ -322,8 +323,6 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     # runs that would do nothing, or mean nothing
     ('reschedule on a scratch run', 'train.py', [*T, '--reschedule'], '--reschedule changes the schedule', None),
     ('eval_only with stop_iter', 'train.py', [*R, '--eval_only', '--stop_iter=10'], 'drop one of them', None),
-    ('resume from a config.json that is not JSON', 'train.py', [*R, '--out_dir={root}/badconfig'],
-     'is not the JSON train.py writes', None),
     ('diagnose: data of another tokenizer', 'diagnose.py', ['--out_dir={root}/run', '--data_dir={root}/other_tok'],
      'holds tokens of another tokenizer', None),
     ('memory: ranks that cannot share the batch', 'memory.py', ['config/finetune_gpt2_xl_alltaper.py', '--nproc=5'],
@@ -549,8 +548,6 @@ def make_workspace(root, data_dir):
     os.makedirs(f'{root}/cut')
     whole = open(f'{root}/run/ckpt.pt', 'rb').read()
     open(f'{root}/cut/ckpt.pt', 'wb').write(whole[:len(whole) // 2])
-    shutil.copytree(f'{root}/run', f'{root}/badconfig')
-    open(f'{root}/badconfig/config.json', 'w').write('{"max_iters": 8,')
     word_tokenizer(f'{root}/no_eos', 10, eos=False)
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
     llama = dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)

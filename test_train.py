@@ -177,7 +177,7 @@ def test_torchrun_splits_the_global_batch_of_any_config(data_dir, tmp_path):
     """A config written for one process (accumulation 1) runs under torchrun unchanged: the ranks
     split its batch, so each step sees the same sequences as one process does."""
     common = [*TINY, f'--data_dir={data_dir}', '--taper=none', '--aux_loss=none', '--max_iters=8',
-              '--eval_interval=8']
+              '--warmup_iters=2', '--eval_interval=8']
     run('train.py', *common, f'--out_dir={tmp_path / "one"}')
     proc = run('train.py', *common, f'--out_dir={tmp_path / "two"}', torchrun=2)
     assert '2 rank(s) x 1 micro-batches x 4 x 64 = 512 tokens per step' in proc.stdout

@@ -382,7 +382,7 @@ if init_from not in ('scratch', 'resume'):  # an HF model reads the tokens of it
         theirs = tokenizer_reference(init_from)
     except (OSError, ValueError):
         theirs = None  # a folder without tokenizer files (or no network): the vocabulary checks below still hold
-    if (tokenizer or {}).get('kind') == 'sentencepiece' or (tokenizer is not None and not same_tokenizer(theirs, tokenizer)):
+    if tokenizer is not None and not same_tokenizer(theirs, tokenizer):  # theirs None: the model load says why
         fail(f"{data_dir} holds tokens of another tokenizer than {init_from}'s: prepare the data in the model's "
              f"tokens (`python prepare_owt.py` for GPT-2, `--tokenizer={init_from}` for another model)")
 
