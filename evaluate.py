@@ -27,7 +27,7 @@ import torch
 from tqdm import tqdm
 
 from configurator import FlagError, configure_globals, flag
-from hf import from_pretrained, is_export, tokenizer_reference
+from hf import from_pretrained, init_from_conflict, is_export, tokenizer_reference
 from model import GPT, load_checkpoint, pick_device, taper_note
 from tokens import open_tokens, read_meta
 
@@ -57,14 +57,9 @@ try:
     device = pick_device(device)
 except (FlagError, ValueError) as e:
     fail(str(e))
-if init_from == 'scratch':
-    fail("evaluate.py scores a trained model: --init_from=resume (the run in --out_dir) or an HF model's name "
-         "or folder")
-if init_from != 'resume' and out_dir != 'out':
-    fail(f"--out_dir={out_dir} names a run, but --init_from={init_from} loads an HF model: drop one of them")
-if init_from != 'resume' and ckpt != 'ckpt.pt':
-    fail(f"--ckpt={ckpt} names a file of a run in --out_dir, but --init_from={init_from} loads an HF model: drop "
-         f"one of them")
+conflict = init_from_conflict(init_from, out_dir, ckpt, 'evaluate.py scores')
+if conflict:
+    fail(conflict)
 if 0 < max_chunks < batch_size:
     fail(f"max_chunks={max_chunks} is below batch_size={batch_size}, and a last batch of fewer chunks is "
          f"left out, so nothing would be scored: raise --max_chunks or lower --batch_size")

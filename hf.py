@@ -33,6 +33,19 @@ SHAPE_KEYS = {'arch', 'vocab_size', 'n_layer', 'n_head', 'n_kv_head', 'n_embd', 
 HF_EPS = 1e12  # sqrt(mean square + 1e12) is 1e6 to float precision for any residual stream
 
 
+def init_from_conflict(init_from, out_dir, ckpt, does):
+    """sample.py's and evaluate.py's rule for what they load: a run's checkpoint (resume) or an HF model,
+    never neither and never flags of both. One sentence when the flags disagree, else None; does names
+    the script and what it does (e.g. 'sample.py samples')."""
+    if init_from == 'scratch':
+        return (f"{does} a trained model: --init_from=resume (the run in --out_dir) or an HF model's name or "
+                f"folder")
+    if init_from != 'resume' and (out_dir != 'out' or ckpt != 'ckpt.pt'):
+        flag = f"--out_dir={out_dir}" if out_dir != 'out' else f"--ckpt={ckpt}"
+        return f"{flag} names a run's file, but --init_from={init_from} loads an HF model: drop one of them"
+    return None
+
+
 def offline_without_network():
     """Without a network, transformers retries the hub for about 30 s before it looks in its cache:
     when the hub's host cannot be reached within 3 s, go offline at once, as HF_HUB_OFFLINE=1 does

@@ -18,7 +18,7 @@ from contextlib import nullcontext
 
 import torch
 
-from hf import from_pretrained, tokenizer_reference
+from hf import from_pretrained, init_from_conflict, tokenizer_reference
 from configurator import FlagError, configure_globals, flag
 from model import GPT, load_checkpoint, pick_device, taper_note
 from tokens import load_tokenizer
@@ -69,14 +69,9 @@ if start.startswith('FILE:'):
              f"from the start of a document")
 sys.stdout.reconfigure(errors='replace')  # a terminal that cannot show a character shows '?', not a traceback
 torch.manual_seed(seed)
-if init_from == 'scratch':
-    fail("sample.py samples a trained model: --init_from=resume (the run in --out_dir) or an HF model's name "
-         "or folder")
-if init_from != 'resume' and out_dir != 'out':
-    fail(f"--out_dir={out_dir} names a run, but --init_from={init_from} loads an HF model: drop one of them")
-if init_from != 'resume' and ckpt != 'ckpt.pt':
-    fail(f"--ckpt={ckpt} names a file of a run in --out_dir, but --init_from={init_from} loads an HF model: drop "
-         f"one of them")
+conflict = init_from_conflict(init_from, out_dir, ckpt, 'sample.py samples')
+if conflict:
+    fail(conflict)
 if init_from == 'resume':
     path = os.path.join(out_dir, ckpt)
     if not os.path.isfile(path) and not os.path.isdir(path):
