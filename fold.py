@@ -14,7 +14,6 @@ embedding. The arithmetic runs in float64.
 
 import copy
 import os
-import shutil
 import sys
 from dataclasses import asdict, replace
 from types import SimpleNamespace
@@ -212,6 +211,101 @@ def check_outputs(args, path):
     return out
 
 
+def export_tokenizer(ckpt, data_dir, fail):
+    """The HF tokenizer an export carries, built before anything is written: the one prepare_owt.py
+    --tokenizer saved beside the data when it is there, else one converted from the checkpoint's own
+    tokenizer (tiktoken's GPT-2, or the run's SentencePiece model)."""
+    from transformers import AutoTokenizer
+    from tokens import hf_tokenizer
+    meta = {}
+    if data_dir and os.path.isdir(data_dir):
+        try:
+            meta = read_meta(data_dir)
+        except ValueError as e:
+            fail(f"cannot export the run's tokenizer: {e}: prepare the data again, or drop --export_hf")
+    if 'tokenizer_dir' in meta:
+        tokenizer_dir = os.path.join(data_dir, str(meta['tokenizer_dir']))
+        if not os.path.isdir(tokenizer_dir):
+            fail(f"cannot export the run's tokenizer: {tokenizer_dir}, which {data_dir}/meta.json names, is "
+                 f"missing: prepare the data again, or drop --export_hf")
+        return AutoTokenizer.from_pretrained(tokenizer_dir)
+    if ckpt.get('tokenizer') is None:
+        fail("cannot export: the checkpoint names no tokenizer (its data had no meta.json), and an export "
+             "carries one: train on data prepared by prepare_tinystories.py or prepare_owt.py")
+    try:
+        return hf_tokenizer(ckpt['tokenizer'])
+    except Exception as e:  # tiktoken offline without its files, a damaged model: the library's own types
+        fail(f"cannot export the run's tokenizer ({type(e).__name__}: {e}): connect once or set "
+             f"TIKTOKEN_CACHE_DIR for GPT-2's, or drop --export_hf")
+
+
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+@torch.no_grad()
+def export(args, ckpt, model, model64, tokenizer, idx, source):
+    """--export_hf: the folded model as an HF folder with its tokenizer and a model card (README.md)
+    that records how its logits in each dtype compare with the float64 model at g = 0 on idx."""
+    from transformers import AutoModelForCausalLM
+    from hf import export_hf
+    path = args.export_hf
+    tokenizer.save_pretrained(path)
+    sigma, alpha, bound = export_hf(model, fold_model(model), path, tokenizer.bos_token_id, tokenizer.eos_token_id)
+    reference = model64.eval()(idx)[0]
+    rows = []
+    for dtype in DTYPES:
+        logits = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()(idx).logits.double()
+        error = ((logits - reference).abs().max() / reference.abs().max()).item()
+        agree = (logits.argmax(-1) == reference.argmax(-1)).double().mean().item()
+        rows.append(f"| {str(dtype).removeprefix('torch.')} | {error:.2e} | {100 * agree:.1f}% |")
+        print(f"export in {str(dtype).removeprefix('torch.')}: max |dlogits| / max |logits| = {error:.2e}, "
+              f"argmax agrees on {100 * agree:.1f}% of positions ({source})")
+    cfg = model.config
+    protocol = 'FakeLN (Baroni et al.)' if cfg.fakeln else f"All-Taper, scale loss {cfg.aux_loss}"
+    hf_class = 'GPT2LMHeadModel' if cfg.arch == 'gpt2' else 'LlamaForCausalLM'
+    card = f"""# A norm-free {cfg.arch} model, folded
+
+Exported by tapernorm's `fold.py` from `{os.path.abspath(os.path.join(args.out_dir, args.ckpt))}`
+(iter {ckpt.get('iter_num')}). {protocol}: every norm was removed during training, and the fixed maps
+left at g = 0 are folded into the weights. {cfg.n_layer} layers, d = {cfg.n_embd}, vocabulary {cfg.vocab_size}.
+Last validation loss in the run's log: {last_val_loss(args.out_dir)}.
+
+`{hf_class}` always runs its norms, so here every norm is an identity: eps = sigma^2 with sigma =
+{sigma:g} and norm weights sigma, the residual stream scaled by alpha = {alpha:.4g}. A norm's relative
+error is (r / sqrt(eps))^2 / 2 for a residual of RMS r; at four times the largest typical RMS the
+run calibrated, that is {bound:.2g}. Its final norm holds the model's own fixed final map.
+
+Logits in each dtype against the float64 model at g = 0, on {source} ({idx.numel()} tokens):
+
+| dtype | max abs(dlogits) / max abs(logits) | argmax agrees |
+|---|---|---|
+{chr(10).join(rows)}
+
+```python
+from transformers import pipeline
+generate = pipeline('text-generation', model='{path}')   # dtype=torch.float16 or torch.bfloat16 too
+```
+"""
+    with open(os.path.join(path, 'README.md'), 'w', encoding='utf-8') as f:
+        f.write(card)
+    print(f"wrote {path} (loads with {hf_class}.from_pretrained; its tokenizer and a model card with it)")
+
+
+def last_val_loss(out_dir):
+    """The last val_loss train.py logged in out_dir, as text."""
+    import json
+    value = None
+    try:
+        with open(os.path.join(out_dir, 'log.jsonl'), encoding='utf-8') as f:
+            for line in f:
+                row = json.loads(line)
+                if isinstance(row, dict) and isinstance(row.get('val_loss'), (int, float)):
+                    value = (row['val_loss'], row.get('iter'))
+    except (OSError, ValueError):
+        pass
+    return 'not recorded' if value is None else f"{value[0]:.4f} at iter {value[1]} (train.py's estimate)"
+
+
 def main(argv=None):
     try:
         args = parse_flags(FLAGS, argv)
@@ -224,8 +318,16 @@ def main(argv=None):
     try:
         ckpt = load_checkpoint(path)
         model = GPT.from_checkpoint(ckpt)
-        folded = fold_model(model)
     except (FileNotFoundError, ValueError) as e:
+        fail(f"cannot fold {path}: {e}")
+    cfg = model.config
+    if args.export_hf is not None and cfg.taper == 'none' and not cfg.fakeln and cfg.norm != 'dyt':
+        fail(f"cannot export {path}: it is a Baseline run, whose norms stay, so there is no norm-free model to "
+             f"export: train with --taper=all (e.g. config/finetune_gpt2_s_alltaper.py) to g = 0, "
+             f"then fold and export that run")
+    try:
+        folded = fold_model(model)
+    except ValueError as e:
         fail(f"cannot fold {path}: {e}")
     out = check_outputs(args, path)
     if args.export_hf is not None:
@@ -245,16 +347,9 @@ def main(argv=None):
         if counts is None:
             fail(f"cannot reset unseen embeddings: no train.bin in the run's data_dir ({data_dir}): prepare "
                  f"it again there, or drop --reset_unseen")
-    meta = {}
-    if args.export_hf is not None and data_dir and os.path.isdir(data_dir):
-        try:
-            meta = read_meta(data_dir)
-        except ValueError as e:
-            fail(f"cannot export the run's tokenizer: {e}: prepare the data again, or drop --export_hf")
-        tokenizer_dir = os.path.join(data_dir, str(meta.get('tokenizer_dir')))
-        if 'tokenizer_dir' in meta and not os.path.isdir(tokenizer_dir):
-            fail(f"cannot export the run's tokenizer: {tokenizer_dir}, which {data_dir}/meta.json names, is "
-                 f"missing: prepare the data again, or drop --export_hf")
+    tokenizer = None
+    if args.export_hf is not None:
+        tokenizer = export_tokenizer(ckpt, data_dir, fail)
     try:
         idx, source = check_tokens(model.config, data_dir)
     except ValueError as e:
@@ -277,14 +372,7 @@ def main(argv=None):
     os.replace(out + '.tmp', out)
     print(f"wrote {out}")
     if args.export_hf is not None:
-        from hf import export_hf
-        export_hf(model, fold_model(model), args.export_hf)  # without --reset_unseen: HF ties the head to it
-        if 'tokenizer_dir' in meta:  # prepare_owt.py --tokenizer saved the model's tokenizer beside the data
-            shutil.copytree(os.path.join(data_dir, meta['tokenizer_dir']), args.export_hf, dirs_exist_ok=True)
-            print(f"copied the run's tokenizer from {data_dir}/{meta['tokenizer_dir']}")
-        hf_class = 'GPT2LMHeadModel' if model.config.arch == 'gpt2' else 'LlamaForCausalLM'
-        print(f"wrote {args.export_hf} (loads with {hf_class}.from_pretrained)")
-
+        export(args, ckpt, model, model64, tokenizer, idx, source)
 
 if __name__ == '__main__':
     main()

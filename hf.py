@@ -30,7 +30,6 @@ LLAMA_LAYER = {'ln_1.weight': ['input_layernorm.weight'],
                'mlp.w1': ['mlp.gate_proj'], 'mlp.w3': ['mlp.up_proj'], 'mlp.w2': ['mlp.down_proj']}
 SHAPE_KEYS = {'arch', 'vocab_size', 'n_layer', 'n_head', 'n_kv_head', 'n_embd', 'norm', 'norm_eps',
               'mlp_hidden', 'rope_theta', 'rope_scaling', 'tied_head', 'attn_bias', 'mlp_bias'}
-HF_EPS = 1e12  # sqrt(mean square + 1e12) is 1e6 to float precision for any residual stream
 
 
 def init_from_conflict(init_from, out_dir, ckpt, does):
@@ -144,9 +143,22 @@ def from_pretrained(name_or_dir, block_size=None, **overrides):
 
 
 def gpt2_config(name_or_dir, hc, block_size, overrides):
-    if hc.activation_function != 'gelu_new' or hc.scale_attn_by_inverse_layer_idx:
-        raise ValueError(f"{name_or_dir} is not a standard GPT-2 (activation {hc.activation_function!r}); "
-                         f"only the GPT-2 architecture is supported")
+    """GPTConfig of an HF GPT2Config, or a ValueError naming the field this model cannot compute.
+    reorder_and_upcast_attn only moves where float16 rounds, and this model's attention runs float32."""
+    def refuse(field, value, why):
+        raise ValueError(f"{name_or_dir} sets {field}={value!r}, which this model cannot compute: {why}")
+    if hc.activation_function != 'gelu_new':
+        refuse('activation_function', hc.activation_function, "GPT-2's MLP here uses the tanh GELU, 'gelu_new'")
+    if not hc.scale_attn_weights:
+        refuse('scale_attn_weights', False, "attention scores here are divided by sqrt(head size)")
+    if hc.scale_attn_by_inverse_layer_idx:
+        refuse('scale_attn_by_inverse_layer_idx', True, "attention scores here have no 1/(layer + 1) factor")
+    if hc.n_inner not in (None, 4 * hc.n_embd):
+        refuse('n_inner', hc.n_inner, f"GPT-2's MLP here is 4 n_embd = {4 * hc.n_embd} wide")
+    if not hc.tie_word_embeddings:
+        refuse('tie_word_embeddings', False, "GPT-2's output head here is its token embedding (tied)")
+    if getattr(hc, 'add_cross_attention', False):
+        refuse('add_cross_attention', True, "this is a decoder-only model, without cross-attention")
     if block_size not in (None, hc.n_positions):
         raise ValueError(f"a GPT-2 keeps its learned context of {hc.n_positions}: drop block_size={block_size}")
     return GPTConfig(arch='gpt2', norm='layernorm', block_size=hc.n_positions, vocab_size=hc.vocab_size,
@@ -170,6 +182,8 @@ def llama_config(name_or_dir, hc, block_size, overrides):
     kind = rope.get('rope_type', rope.get('type', 'default'))
     if kind not in ('default', 'llama3'):
         refuse('rope_type', kind, "RoPE here is plain or Llama-3-scaled ('default' or 'llama3')")
+    if rope.get('partial_rotary_factor', 1.0) != 1.0:
+        refuse('partial_rotary_factor', rope['partial_rotary_factor'], "RoPE here rotates every dimension of a head")
     scaling = None
     if kind == 'llama3':
         scaling = {k: rope[k] for k in ('factor', 'low_freq_factor', 'high_freq_factor',
@@ -245,55 +259,112 @@ def check_exportable(model):
 
 
 def is_export(path):
-    """Whether the folder path holds an earlier export_hf output (its norms' eps is HF_EPS), which a new
-    export may replace."""
+    """Whether the folder path holds an earlier export_hf output (its config.json holds EXPORT_KEY, or
+    an eps of 1e12 from before it did), which a new export may replace."""
     import json
     try:
         with open(os.path.join(path, 'config.json'), encoding='utf-8') as f:
             config = json.load(f)
     except (OSError, ValueError):
         return False
-    return isinstance(config, dict) and HF_EPS in (config.get('layer_norm_epsilon'), config.get('rms_norm_eps'))
+    return isinstance(config, dict) and (EXPORT_KEY in config or LEGACY_EPS in (config.get('layer_norm_epsilon'),
+                                                                                  config.get('rms_norm_eps')))
+
+
+# Every exported weight stays within half of float16's largest value (65504), so that the export loads
+# in float16 as well as in bfloat16 and float32.
+WEIGHT_LIMIT = 2.0 ** 15
+# The identity-through-eps trick below holds up to a relative error of u^2/2, u being the residual's
+# RMS over sqrt(eps). LlamaRMSNorm casts x / sqrt(ms + eps) to the model's dtype before its weight
+# multiplies: in float16 that quotient's RMS stays at least float16's smallest normal number.
+FP16_TINY = 2.0 ** -14
+EXPORT_KEY = 'tapernorm_export'  # config.json's record of the constants below
+LEGACY_EPS = 1e12
+SPREAD = 4.0  # a token's residual RMS may lie this far either side of its layer's typical value
+EXACT = 1e-6  # the norms' relative error that alpha = 1 may cost at most
+
+
+def residual_scales(model):
+    """The typical RMS of the residual stream at each norm's input, the final norm last: 1/c for a
+    tapered norm (c* of eq. 4 is E[1/r(h)] weighted by |h|^2) and sigma_avg for a removed FakeLN."""
+    norms = [n for block in model.transformer.h for n in (block.ln_1, block.ln_2)] + [model.transformer.ln_f]
+    return torch.tensor([1.0 / n.c.item() if hasattr(n, 'c') else n.sigma_avg.mean().item() for n in norms],
+                        dtype=torch.float64)
+
+
+def no_norm_constants(model):
+    """(sigma, alpha, bound): every exported norm has eps = sigma^2, and the residual stream is scaled
+    by alpha. What matters is u = alpha / sigma, the residual over sqrt(eps): the smaller, the closer a
+    norm is to the identity (relative error u^2 r^2 / 2, bound at SPREAD times the largest typical RMS
+    r), but large enough that the final norm's weight sigma s / alpha (alpha^2 for a tied head) fits
+    WEIGHT_LIMIT for some alpha and, for Llama in float16, that the quotient the norm casts stays normal
+    at the smallest typical RMS. alpha = 1 exports the folded weights as they are, so that fine-tuning
+    the export (full or LoRA) behaves as on the folded model: it is kept unless that costs more than
+    EXACT of accuracy."""
+    r = residual_scales(model)
+    s = model.transformer.ln_f.fixed_scale().abs().max().item()
+    tied = model.config.arch == 'gpt2' or model.config.tied_head
+    u = SPREAD * (s ** 0.5 if tied else s) / WEIGHT_LIMIT
+    if model.config.arch == 'llama':
+        u = max(u, FP16_TINY / r.min().item())
+    u = max(u, min(1 / WEIGHT_LIMIT, (2 * EXACT) ** 0.5 / (SPREAD * r.max().item())))  # sigma <= limit at alpha 1
+    alpha = min(max(1.0, SPREAD * s / (WEIGHT_LIMIT * u) if tied else 0.0), WEIGHT_LIMIT * u)
+    return alpha / u, alpha, (u * SPREAD * r.max().item()) ** 2 / 2
 
 
 @torch.no_grad()
-def export_hf(model, folded, path):
+def export_hf(model, folded, path, bos=None, eos=None):
     """
     Write a norm-free model, folded, as a folder transformers loads: an All-TaperLN or FakeLN GPT-2 as
     GPT2LMHeadModel, an All-Taper Llama as LlamaForCausalLM. Both HF classes always run their norms,
-    with one eps for all of them. eps = 1e12 makes the norm's denominator the constant 1e6 to float
-    precision, so each norm becomes a fixed map:
-      internal norms: gamma = 1e6 (and beta = 0): the identity for RMSNorm, h - mu_h for LayerNorm,
+    with one eps for all of them. A large eps = sigma^2 makes a norm's denominator sqrt(ms + eps) the
+    constant sigma, up to a relative ms / (2 eps), so each norm becomes a fixed map:
+      internal norms: weight sigma (and beta = 0): the identity for RMSNorm, h - mu_h for LayerNorm,
                       which the folded weights ignore since they center their input already;
-      final norm:     gamma = 1e6 s (beta = beta): the model's own fixed final map, so the head stays
+      final norm:     weight sigma s (beta = beta): the model's own fixed final map, so the head stays
                       the model's head (tied or not; HF's has no bias to fold beta into).
+    The residual stream is exported scaled by alpha (embeddings and every branch's output layer times
+    alpha, every branch's input layer over alpha, the final map over alpha), which keeps the function
+    and puts ms / eps where float16 can hold it: no_norm_constants chooses sigma and alpha.
     An Internal-Taper model keeps a real final norm (eps 1e-5 or the model's own) and cannot share that
-    eps, so it does not export.
+    eps, so it does not export. bos and eos: the tokenizer's ids (default: the model's end-of-text id).
+    Returns (sigma, alpha, bound), which config.json records under EXPORT_KEY.
     """
     check_exportable(model)
     cfg = model.config
-    sigma = HF_EPS ** 0.5
-    hf, weights = (hf_gpt2 if cfg.arch == 'gpt2' else hf_llama)(folded, sigma)
+    sigma, alpha, bound = no_norm_constants(model)
+    hf, weights, inputs, outputs = (hf_gpt2 if cfg.arch == 'gpt2' else hf_llama)(folded, sigma)
+    eot = cfg.eot_token if cfg.eot_token >= 0 else None
+    for config in (hf.config, hf.generation_config):
+        config.bos_token_id, config.eos_token_id = (eot if bos is None else bos), (eot if eos is None else eos)
+    setattr(hf.config, EXPORT_KEY, dict(sigma=sigma, alpha=alpha, bound=bound))
     ln_f, final = model.transformer.ln_f, 'transformer.ln_f' if cfg.arch == 'gpt2' else 'model.norm'
-    weights[f'{final}.weight'] = sigma * ln_f.fixed_scale().double()
+    tied = cfg.arch == 'gpt2' or cfg.tied_head  # a tied head reads the embedding, scaled by alpha too
+    head = alpha if tied else 1.0
+    weights[f'{final}.weight'] = sigma * ln_f.fixed_scale().double() / (alpha * head)
     if getattr(ln_f, 'bias', None) is not None:  # LayerNorm's beta; RMSNorm has none
-        weights[f'{final}.bias'] = ln_f.bias
-    weights['lm_head.weight'] = model.lm_head.weight  # the unfolded head: the final map is in ln_f
+        weights[f'{final}.bias'] = ln_f.bias.double() / head
+    weights['lm_head.weight'] = model.lm_head.weight.double() * head  # unfolded: the final map is in ln_f
+    for key in weights:
+        name = key.rsplit('.', 1)[0]
+        if name in outputs:  # the embeddings and every branch's output layer, bias too
+            weights[key] = weights[key].double() * alpha
+        elif name in inputs and key.endswith('.weight'):
+            weights[key] = weights[key].double() / alpha
     sd = hf.state_dict()
     for key, value in weights.items():
         sd[key].copy_(value)
     hf.save_pretrained(path)
+    return sigma, alpha, bound
 
 
 def hf_gpt2(folded, sigma):
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = folded.config
-    eot = cfg.eot_token if cfg.eot_token >= 0 else None
     hf = GPT2LMHeadModel(GPT2Config(
         vocab_size=cfg.vocab_size, n_positions=cfg.block_size, n_embd=cfg.n_embd, n_layer=cfg.n_layer,
-        n_head=cfg.n_head, layer_norm_epsilon=HF_EPS, activation_function='gelu_new',
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
-        bos_token_id=eot, eos_token_id=eot))
+        n_head=cfg.n_head, layer_norm_epsilon=sigma ** 2, activation_function='gelu_new',
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True))
     ours = folded.state_dict()
     weights = {key: ours[key].t() if key.endswith(HF_CONV1D) else ours[key]
                for key in hf.state_dict() if key in ours and key != 'lm_head.weight'}
@@ -301,7 +372,11 @@ def hf_gpt2(folded, sigma):
         for ln in ('ln_1', 'ln_2'):
             weights[f'transformer.h.{i}.{ln}.weight'] = torch.full((cfg.n_embd,), sigma)
             weights[f'transformer.h.{i}.{ln}.bias'] = torch.zeros(cfg.n_embd)
-    return hf, weights
+    layers = [f'transformer.h.{i}' for i in range(cfg.n_layer)]
+    inputs = {f'{layer}.{name}' for layer in layers for name in ('attn.c_attn', 'mlp.c_fc')}
+    outputs = {'transformer.wte', 'transformer.wpe'} | {f'{layer}.{name}' for layer in layers
+                                                         for name in ('attn.c_proj', 'mlp.c_proj')}
+    return hf, weights, inputs, outputs
 
 
 def llama_hf_config(model, eps=None):
@@ -323,7 +398,7 @@ def llama_hf_config(model, eps=None):
 def hf_llama(folded, sigma):
     from transformers import LlamaForCausalLM
     cfg = folded.config
-    hf = LlamaForCausalLM(llama_hf_config(folded, HF_EPS))
+    hf = LlamaForCausalLM(llama_hf_config(folded, sigma ** 2))
     ours = folded.state_dict()
     weights = {'model.embed_tokens.weight': ours['transformer.wte.weight']}
     for i, block in enumerate(folded.transformer.h):
@@ -341,7 +416,12 @@ def hf_llama(folded, sigma):
                 weights[f'{layer}.{name}.bias'] = linear.bias
         for norm in ('input_layernorm', 'post_attention_layernorm'):  # the folded weights hold the maps
             weights[f'{layer}.{norm}.weight'] = torch.full((cfg.n_embd,), sigma)
-    return hf, weights
+    layers = [f'model.layers.{i}' for i in range(cfg.n_layer)]
+    inputs = {f'{layer}.{name}' for layer in layers
+              for name in ('self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'mlp.gate_proj', 'mlp.up_proj')}
+    outputs = {'model.embed_tokens'} | {f'{layer}.{name}' for layer in layers
+                                        for name in ('self_attn.o_proj', 'mlp.down_proj')}
+    return hf, weights, inputs, outputs
 
 
 if __name__ == '__main__':

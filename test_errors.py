@@ -103,7 +103,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('init_from in capitals', 'train.py', [*T, '--init_from=Resume'], 'did you mean --init_from=resume', None),
     ('the taper starting at step 0', 'train.py', [*T, '--taper_start=0', '--warmup_iters=0'],
      'leaves no step at g = 1', None),
-    ('wandb without the package', 'train.py', [*T, '--wandb_log'], 'pip install wandb', None),
+    ('wandb without the package', 'train.py', [*T, '--wandb_log'], 'pip install wandb',
+     {'PYTHONPATH': '{root}/no_wandb'}),  # a wandb that fails to import, installed or not
     ('a config file that is not Python', 'train.py', ['{root}/cfg.json', *T], 'is not a config file', None),
     ('init_from misspelt', 'train.py', [*T, '--init_from=resum'], 'did you mean --init_from=resume', None),
     ('overwrite and resume at once', 'train.py', [*R, '--overwrite'], 'choose one', None),
@@ -247,6 +248,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      ['--input_file={root}/small.txt', '--data_dir={data}', '--out_root={root}/repro'], 'already holds data prepared from', None),
     # fold.py, evaluate.py
     ('fold: a Baseline', 'fold.py', ['--out_dir={root}/run'], 'no tapered norm', None),
+    ('fold: export of a Baseline', 'fold.py', ['--out_dir={root}/run', '--export_hf={root}/run_hf'],
+     'train with --taper=all', None),
     ('fold: no checkpoint', 'fold.py', ['--out_dir={root}/fresh'], 'no such folder', None),
     ('fold: a folder without a checkpoint', 'fold.py', ['--out_dir={root}/emptydir'], 'no checkpoint there', None),
     ('sample: prompt file not text', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=FILE:{root}/binary.txt'],
@@ -557,6 +560,9 @@ def make_workspace(root, data_dir):
     whole = open(f'{root}/llama/model.safetensors', 'rb').read()
     open(f'{root}/llama_cut/model.safetensors', 'wb').write(whole[:len(whole) // 2])
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64)).save_pretrained(f'{root}/hf50k')
+    os.makedirs(f'{root}/no_wandb/wandb')
+    with open(f'{root}/no_wandb/wandb/__init__.py', 'w') as f:
+        f.write("raise ImportError('No module named wandb')\n")
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=512, bos_token_id=2,
                                eos_token_id=2)).save_pretrained(
         f'{root}/hf')

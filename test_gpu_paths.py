@@ -129,7 +129,7 @@ def test_folded_all_taper_model_reports_the_g0_models_loss_and_prelogit_scale(ar
 
 
 def test_bf16_hf_export_matches_float64_gate_zero_model(tmp_path):
-    """The exported GPT2LMHeadModel (LayerNorms as fixed maps through eps = 1e12) under bf16
+    """The exported GPT2LMHeadModel (LayerNorms as fixed maps through a large eps) under bf16
     autocast gives the float64 g = 0 model's logits to bf16 precision."""
     from transformers import GPT2LMHeadModel
     model = tapered_at_zero('gpt2', 'layernorm', 'all')

@@ -111,7 +111,7 @@ def test_folding_a_loaded_llama_keeps_its_logits(llama, taper):
 
 def test_all_taper_export_reloads_in_transformers(llama, tmp_path):
     """An All-Taper Llama at g = 0 exports to a folder LlamaForCausalLM loads with our logits: every
-    RMSNorm there is a constant through eps = 1e12, the final one carrying c gammatilde."""
+    RMSNorm there is a constant through a large eps, the final one carrying c gammatilde."""
     from transformers import LlamaForCausalLM
     model = tapered_at_zero(llama[0], 'all')
     export_hf(model, fold_model(model), tmp_path)
@@ -124,7 +124,7 @@ def test_all_taper_export_reloads_in_transformers(llama, tmp_path):
 
 
 def test_internal_taper_does_not_export(tmp_path):
-    """Internal-Taper keeps a real final RMSNorm, which cannot share the other norms' eps = 1e12."""
+    """Internal-Taper keeps a real final RMSNorm, which cannot share the other norms' large eps."""
     write_llama(tmp_path / 'src', num_key_value_heads=2)
     with pytest.raises(ValueError, match='real final norm'):
         internal = tapered_at_zero(tmp_path / 'src', 'internal')
@@ -136,6 +136,8 @@ REFUSALS = [  # (LlamaConfig fields, words the one sentence must hold)
     (dict(sliding_window=16), 'sliding_window'),
     (dict(rope_parameters=dict(rope_type='linear', rope_theta=1e4, factor=2.0)), 'rope_type'),
     (dict(head_dim=32), 'head_dim'),
+    (dict(rope_parameters=dict(rope_type='default', rope_theta=1e4, partial_rotary_factor=0.5)),
+     'partial_rotary_factor'),
 ]
 
 
@@ -269,3 +271,62 @@ def test_fold_export_sample_evaluate_and_bench_a_fine_tuned_llama(smol_runs, tmp
     bench = json.loads(run('bench.py', f"--init_from={smol_runs / 'model'}", '--fused', '--device=cpu',
                            '--batch_size=1', '--prompt_len=8', '--max_new_tokens=4', '--repeats=1').stdout.strip().splitlines()[-1])
     assert {r['variant'] for r in bench['rows']} == {'baseline', 'fused'}
+
+
+def rescaled(model, scale):
+    """The same function with its residual stream `scale` times larger: embeddings and every block's
+    output layer times scale, every tapered norm's c over scale (and a tied head's final map over
+    scale again, since the head reads the scaled embedding)."""
+    model = copy.deepcopy(model)
+    t = model.transformer
+    with torch.no_grad():
+        tied = model.lm_head.weight is t.wte.weight
+        for w in [t.wte.weight] + ([t.wpe.weight] if hasattr(t, 'wpe') else []):
+            w.mul_(scale)
+        for block in t.h:
+            for linear in (block.attn.c_proj, block.mlp.w2 if hasattr(block.mlp, 'w2') else block.mlp.c_proj):
+                linear.weight.mul_(scale)
+                if linear.bias is not None:
+                    linear.bias.mul_(scale)
+        for norm in model.tapered_norms():
+            norm.c.div_(scale)
+        if tied:
+            t.ln_f.taper_weight.div_(scale)
+            if getattr(t.ln_f, 'bias', None) is not None:
+                t.ln_f.bias.div_(scale)
+    return model
+
+
+EXPORT_TOLERANCE = {torch.float32: 2e-5, torch.bfloat16: 6e-2, torch.float16: 1e-2}  # of max |logits|: ~2^-8, 2^-11 times 8-20
+
+
+@pytest.mark.parametrize('kind', ['llama', 'llama-tied', 'gpt2'])
+def test_exports_hold_in_every_dtype_at_any_residual_scale(tmp_path, kind):
+    """The export's representation of "no norm" (hf.no_norm_constants) keeps float32, bfloat16 and
+    float16 finite and close to the float64 g = 0 model while the residual stream's scale runs over
+    seven decades, where our own model run in float16 overflows at the top."""
+    from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
+    if kind == 'gpt2':
+        torch.manual_seed(0)
+        hf = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=128, n_embd=64, n_layer=2, n_head=4))
+        with torch.no_grad():
+            for p in hf.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        hf.save_pretrained(tmp_path / 'src')
+    else:
+        write_llama(tmp_path / 'src', num_key_value_heads=2, tie_word_embeddings=kind == 'llama-tied')
+    torch.manual_seed(0)
+    base, idx = tapered_at_zero(tmp_path / 'src', 'all'), tokens()
+    for scale in (1e-3, 1.0, 1e2, 1e4):
+        model = rescaled(base, scale).eval()
+        with torch.no_grad():
+            reference = copy.deepcopy(model).double()(idx)[0]
+        export_hf(model, fold_model(model), tmp_path / f'{scale:g}')
+        for dtype, tolerance in EXPORT_TOLERANCE.items():
+            hf = AutoModelForCausalLM.from_pretrained(tmp_path / f'{scale:g}', dtype=dtype).eval()
+            with torch.no_grad():
+                logits = hf(idx).logits.double()
+            error = ((logits - reference).abs().max() / reference.abs().max()).item()
+            agree = (logits.argmax(-1) == reference.argmax(-1)).double().mean().item()
+            print(f"{kind} residual x{scale:g} {str(dtype).removeprefix('torch.')}: {error:.2e}, argmax {agree:.3f}")
+            assert error <= tolerance and agree >= 0.95, (scale, dtype, error, agree)

@@ -8,6 +8,7 @@ carries (train.py's tokenizer_reference), turned back into encode and decode.
 
 import json
 import os
+import tempfile
 import stat
 
 import numpy as np
@@ -156,6 +157,58 @@ def load_tokenizer(ref):
         raise SystemExit(f"tiktoken could not load its {ref['name']} files ({type(e).__name__}): connect to the "
                          f"internet once, or set TIKTOKEN_CACHE_DIR to a folder that holds them whole") from None
     return (lambda text: enc.encode(text, allowed_special={'<|endoftext|>'}) or [enc.eot_token]), enc.decode
+
+
+def hf_tokenizer(ref):
+    """A transformers tokenizer that encodes and decodes as the checkpoint's tokenizer reference ref does
+    (load_tokenizer), for an HF export: pipeline('text-generation', model=<export>) then needs nothing
+    else. The GPT-2 encoding is rebuilt from tiktoken's own ranks, a SentencePiece model from its pieces
+    and merges; test_clients.py checks both against the originals."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+    kind = ref.get('kind') if isinstance(ref, dict) else None
+    if kind == 'hf':
+        tok = Tokenizer.from_str(ref['json'])
+        eos = tok.id_to_token(ref['eos_id'])
+        return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos)
+    if kind == 'tiktoken':
+        import tiktoken
+        from transformers.convert_slow_tokenizer import TikTokenConverter
+        enc = tiktoken.get_encoding(ref['name'])
+        converter = TikTokenConverter(pattern=enc._pat_str, extra_special_tokens=enc._special_tokens)
+        converter.load_tiktoken_bpe = lambda _: enc._mergeable_ranks  # the ranks tiktoken loaded, no file
+        eot = enc.decode([enc.eot_token])
+        return PreTrainedTokenizerFast(tokenizer_object=converter.converted(), bos_token=eot, eos_token=eot)
+    if kind == 'sentencepiece':
+        import sentencepiece as spm
+        from sentencepiece import sentencepiece_model_pb2
+        from transformers.convert_slow_tokenizer import SentencePieceExtractor
+        from tokenizers import models
+        proto_bytes = ref['model'].numpy().tobytes()
+        proto = sentencepiece_model_pb2.ModelProto()
+        proto.ParseFromString(proto_bytes)
+        sp = spm.SentencePieceProcessor(model_proto=proto_bytes)
+        if proto.trainer_spec.model_type != proto.trainer_spec.BPE or proto.normalizer_spec.name != 'identity':
+            raise ValueError("only a BPE SentencePiece model without normalization (prepare_tinystories.py's) "
+                             "converts to an HF tokenizer")
+        with tempfile.NamedTemporaryFile(suffix='.model') as f:
+            f.write(proto_bytes)
+            f.flush()
+            pieces = SentencePieceExtractor(f.name).extract(models.BPE)
+        unk, bos, eos = (sp.id_to_piece(i) for i in (sp.unk_id(), sp.bos_id(), sp.eos_id()))
+        tok = Tokenizer(models.BPE(pieces['vocab'], pieces['merges'], unk_token=unk, byte_fallback=True, fuse_unk=True))
+        if proto.normalizer_spec.remove_extra_whitespaces:  # SentencePiece trims and collapses spaces
+            tok.normalizer = normalizers.Sequence([normalizers.Replace(Regex(r'\A +| +\z'), ''),
+                                                   normalizers.Replace(Regex(' {2,}'), ' ')])
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement='\u2581', prepend_scheme='always', split=False)
+        tok.decoder = decoders.Sequence([decoders.Metaspace(replacement='\u2581', prepend_scheme='always', split=False),
+                                         decoders.ByteFallback(), decoders.Fuse()])
+        tok.add_special_tokens([AddedToken(p, special=True, normalized=False) for p in (unk, bos, eos)])
+        # load_tokenizer starts every text with BOS, as every story was in training
+        tok.post_processor = processors.TemplateProcessing(single=f'{bos} $A', pair=f'{bos} $A {bos} $B',
+                                                           special_tokens=[(bos, sp.bos_id())])
+        return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=unk, bos_token=bos, eos_token=eos)
+    raise ValueError(f"the checkpoint names no tokenizer this repository can convert ({kind!r})")
 
 
 if __name__ == '__main__':
