@@ -214,14 +214,28 @@ def cannot_write(folder):
 # Reading argv and config files
 
 
-def configure(flags, argv, prog, doc, configs=False, positional=None, start=None):
-    """Apply config files (configs=True: bare arguments name them) and --key=value arguments, in
-    order, to the declared flags; return the resolved values as a dict. --help prints the flags.
-    start, a dict, replaces the defaults of the flags it names (train.py's resume: the run's config)."""
+# Folders the libraries underneath read from the environment: one that names a file fails deep inside them.
+CACHE_FOLDERS = ('HF_HOME', 'HF_HUB_CACHE', 'HUGGINGFACE_HUB_CACHE', 'HF_DATASETS_CACHE', 'TRANSFORMERS_CACHE',
+                 'TIKTOKEN_CACHE_DIR', 'DATA_GYM_CACHE_DIR', 'XDG_CACHE_HOME', 'TORCHINDUCTOR_CACHE_DIR', 'MPLCONFIGDIR')
+
+
+def check_environment():
+    """The environment every script reads, checked as its flags are: a FlagError of one sentence."""
     threads = os.environ.get('OMP_NUM_THREADS')
     if threads is not None and not (threads.strip().isdigit() and int(threads) > 0):
         raise FlagError(f"OMP_NUM_THREADS={threads} is not a thread count: unset it, or set a whole number such "
                         f"as OMP_NUM_THREADS=2")
+    for name in CACHE_FOLDERS:
+        path = os.environ.get(name)
+        if path and os.path.exists(path) and not os.path.isdir(path):
+            raise FlagError(f"{name}={path} is a file, not a folder: point it at a folder, or unset it")
+
+
+def configure(flags, argv, prog, doc, configs=False, positional=None, start=None):
+    """Apply config files (configs=True: bare arguments name them) and --key=value arguments, in
+    order, to the declared flags; return the resolved values as a dict. --help prints the flags.
+    start, a dict, replaces the defaults of the flags it names (train.py's resume: the run's config)."""
+    check_environment()
     values = {key: spec.default for key, spec in flags.items()}
     for key, value in (start or {}).items():
         if key in flags:

@@ -113,3 +113,86 @@ def gpt2_tokenizer(path):
     merges = [tuple(line.split()) for line in lines.splitlines()[1:] if line]  # line 0: '#version'
     GPT2TokenizerFast(vocab=encoder, merges=merges).save_pretrained(path)
     return path
+
+
+# --- scripts run in forks of a warm interpreter --------------------------------------------------
+# A script's own work for a bad input takes a fraction of a second; importing torch and transformers
+# takes three. ScriptServer imports them once in a fresh interpreter that never runs a torch op, then
+# runs each script in a fork of it: a process of its own (argv, cwd, exit code, stdout and stderr as
+# files), minus the imports. Import-time warnings a fresh process would print are the one difference,
+# which is why test_errors.py also runs a sample of its rows as plain subprocesses.
+
+WARM = ['numpy', 'torch', 'torch.distributed', 'torch.nn.parallel', 'torch.distributed.fsdp',
+        'torch.distributed.tensor', 'torch.distributed.checkpoint.state_dict', 'transformers', 'datasets',
+        'tiktoken', 'sentencepiece', 'tokenizers', 'tqdm', 'matplotlib.pyplot', 'model', 'configurator',
+        'tokens', 'hf', 'memory', 'diagnose', 'fold']
+
+
+def serve():
+    """The server's loop: one JSON request per stdin line, {script, args, cwd, out, err}; one JSON
+    reply per line, {code}."""
+    import atexit
+    import importlib
+    import runpy
+    import traceback
+    sys.path.insert(0, str(ROOT))
+    for name in WARM:
+        importlib.import_module(name)
+    reply = sys.stdout
+    for line in sys.stdin:
+        request = json.loads(line)
+        reply.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            for fd, path in ((1, request['out']), (2, request['err'])):
+                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+            os.chdir(request['cwd'])
+            sys.argv = [request['script'], *request['args']]
+            code = 0
+            try:
+                runpy.run_path(request['script'], run_name='__main__')
+            except SystemExit as e:  # as the interpreter does: None 0, an int itself, anything else printed, 1
+                code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+                if not isinstance(e.code, (int, type(None))):
+                    print(e.code, file=sys.stderr)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            try:
+                atexit._run_exitfuncs()
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        reply.write(json.dumps(dict(code=code)) + '\n')
+        reply.flush()
+
+
+class ScriptServer:
+    """run(script, *args) as conftest.run(check=False) does, in a fork of a warm interpreter."""
+
+    def __init__(self, scratch):
+        self.scratch = Path(scratch)
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([sys.executable, '-c', 'import conftest; conftest.serve()'], cwd=ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     env={**os.environ, 'PYTHONPATH': str(ROOT)})
+        self.count = 0
+
+    def run(self, script, *args):
+        self.count += 1
+        out, err = self.scratch / f'{self.count}.out', self.scratch / f'{self.count}.err'
+        request = dict(script=str(ROOT / script), args=[str(a) for a in args], cwd=str(ROOT), out=str(out),
+                       err=str(err))
+        self.proc.stdin.write(json.dumps(request) + '\n')
+        self.proc.stdin.flush()
+        code = json.loads(self.proc.stdout.readline())['code']
+        return subprocess.CompletedProcess([script, *args], code, out.read_text(errors='replace'),
+                                           err.read_text(errors='replace'))
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)

@@ -262,17 +262,33 @@ FLAGS = dict(
 )
 
 
+def checked(config, path=None):
+    """config, after the model's own checks of its shape and settings (GPTConfig's): one sentence."""
+    try:
+        model_config(config)
+    except ValueError as e:
+        raise SystemExit(f"{e}: fix {path or 'the config'}") from None
+    return config
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     values = configure({**train_flags(), **FLAGS}, argv, 'memory.py', __doc__, configs=True)
     nproc, gpu_gb = values['nproc'], values['gpu_gb']
+    if values['init_from'] == 'resume':  # train.py reads a resume's config from its checkpoint
+        raise SystemExit(f"memory.py plans from config files and flags; a resume's config is in its checkpoint: "
+                         f"python train.py --init_from=resume --out_dir={values['out_dir']} --memory_plan")
+    if nproc > 1 and not values['fsdp'] and any(a.startswith('--fsdp=') for a in argv):  # said so, not the default
+        raise SystemExit(f"--nproc={nproc} with --fsdp=False asks for a plan of DDP, which keeps every weight and "
+                         f"its AdamW state on each rank; memory.py plans FSDP2 over several ranks: drop --fsdp=False, "
+                         f"or plan one rank (--nproc=1), which DDP's ranks each match")
     try:
         split_batch(resolve([a for a in argv if not (a.startswith('--') and a[2:].partition('=')[0] in FLAGS)]), nproc)
     except ValueError as e:
         raise SystemExit(str(e)) from None
     rest = [a for a in argv if not (a.startswith('--') and a[2:].partition('=')[0] in FLAGS)]
     if not values['summary']:
-        print(describe(resolve(rest), nproc, gpu_gb))
+        print(describe(checked(resolve(rest)), nproc, gpu_gb))
         return
     files = [a for a in rest if not a.startswith('--')]
     flags = [a for a in rest if a.startswith('--')]
@@ -282,7 +298,7 @@ def main(argv=None):
           f"activations + logits | total | {gpu_gb} GB GPU |")
     print("|---|---|---|---|---|---|---|---|")
     for path in files:
-        config = resolve([path, *flags])
+        config = checked(resolve([path, *flags]), path)
         p = plan(config, nproc)
         state = p['weights'] + p['gradients'] + p['adamw'] + p.get('fsdp_gathered', 0) + p['weight_copies']
         fits = p['total'] <= FIT_FRACTION * gpu_gb * GB

@@ -34,7 +34,7 @@ from datasets import load_dataset
 from tqdm import tqdm
 
 from configurator import checked_path, flag, parse_flags
-from tokens import dtype_for, read_meta
+from tokens import dtype_for, gpt2_encoding, read_meta
 
 OWT_NAME = "openwebtext"
 PILE_NAMES = {  # out_dir/<key>.bin <- the Hub dataset
@@ -273,11 +273,7 @@ def main(argv=None):
         if path is not None:  # the Pile sets hold GPT-2 tokens: 50,257 of them
             check_jsonl(path, *fields, vocab_size=None if flag_name == "input_file" else 50257)
     if args.tokenizer is None:
-        try:
-            enc = tiktoken.get_encoding("gpt2")  # also fills tiktoken's cache before the map workers need it
-        except OSError:  # requests' ConnectionError is an OSError, not the builtin ConnectionError
-            raise SystemExit("Could not download tiktoken's GPT-2 files; connect to the internet or set "
-                             "TIKTOKEN_CACHE_DIR to a folder that holds them.")
+        enc = gpt2_encoding()  # also fills tiktoken's cache before the map workers need it
         tokenizer, vocab_size = None, enc.n_vocab
         out_dir = args.out_dir or checked_path("out_dir", "data/openwebtext")
         tokenizer_meta = {"tokenizer": "tiktoken", "tokenizer_name": "gpt2", "eot_token": enc.eot_token}

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SHARED, TINY, run, word_tokenizer
+from conftest import ScriptServer, SHARED, TINY, run, word_tokenizer
 
 T = [*TINY, '--data_dir={data}', '--out_dir={root}/fresh']           # a valid scratch run, plus one flaw
 R = [*TINY, '--data_dir={data}', '--out_dir={root}/run', '--taper=none', '--aux_loss=none',
@@ -323,11 +323,26 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'write it again with save_pretrained', None),
     ('sample: GPT-2 tokens without tiktoken files offline', 'sample.py', ['--init_from={root}/hf', '--device=cpu'],
      'set TIKTOKEN_CACHE_DIR', {'TIKTOKEN_CACHE_DIR': '{root}/emptydir', **OFFLINE}),
+    ('prepare_owt: GPT-2 tokens without tiktoken files offline', 'prepare_owt.py',
+     ['--input_file={shared}/openwebtext/sample.jsonl', '--out_dir={root}/o9', '--skip_pile'], 'set TIKTOKEN_CACHE_DIR',
+     {'TIKTOKEN_CACHE_DIR': '{root}/emptydir', **OFFLINE}),
     # runs that would do nothing, or mean nothing
     ('reschedule on a scratch run', 'train.py', [*T, '--reschedule'], '--reschedule changes the schedule', None),
     ('eval_only with stop_iter', 'train.py', [*R, '--eval_only', '--stop_iter=10'], 'drop one of them', None),
     ('diagnose: data of another tokenizer', 'diagnose.py', ['--out_dir={root}/run', '--data_dir={root}/other_tok'],
      'holds tokens of another tokenizer', None),
+    ('memory: a shape the model refuses', 'memory.py', ['config/taper_internal_512.py', '--n_head=7'],
+     'not divisible by n_head=7', None),
+    ('memory: a resume', 'memory.py', ['--init_from=resume', '--out_dir={root}/trun'], '--memory_plan', None),
+    ('memory: several ranks without FSDP', 'memory.py', ['config/taper_internal_512.py', '--nproc=8', '--fsdp=False'],
+     'drop --fsdp=False', None),
+    ('train: the memory plan of a resume without a checkpoint', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/fresh', '--memory_plan'], 'cannot plan a resume', None),
+    ('prepare_tinystories: HF_HOME naming a file', 'prepare_tinystories.py', ['--vocab_size=512', '--out_dir={root}/p20'],
+     'HF_HOME=', {'HF_HOME': '{root}/blank.txt'}),
+    ('prepare_owt: HF_DATASETS_CACHE naming a file', 'prepare_owt.py',
+     ['--input_file={shared}/openwebtext/sample.jsonl', '--out_dir={root}/o20', '--skip_pile'], 'HF_DATASETS_CACHE=',
+     {'HF_DATASETS_CACHE': '{root}/blank.txt'}),
     ('memory: ranks that cannot share the batch', 'memory.py', ['config/finetune_gpt2_xl_alltaper.py', '--nproc=5'],
      '5 ranks cannot split the global batch', None),
     ('a torchrun world that cannot share the batch', 'train.py', [*T, '--batch_size=3'],
@@ -568,26 +583,44 @@ def make_workspace(root, data_dir):
         f'{root}/hf')
 
 
-def run_case(case, root, data_dir):
+def run_case(case, root, data_dir, server=None):
+    """The row's script on its arguments: in a fork of a warm interpreter when a server is given and
+    the row sets no environment (which a fresh process reads as it starts), else as a subprocess."""
     name, script, args, _, env = case
     args = [a.format(root=root, data=data_dir, shared=SHARED) for a in args]
     if script == 'train.py' and not any(a.startswith('--device') for a in args):
         args.append('--device=cpu')
+    if server is not None and not env:
+        return server.run(script, *args)
     env = env and {k: v.format(root=root) for k, v in env.items()}
     return run(script, *args, check=False, env=env)
 
 
+FRESH_EVERY = 10  # every 10th row also runs as a plain subprocess: the forks must agree with it
+
+
 @pytest.fixture(scope='module')
 def outcomes(data_dir, tmp_path_factory):
-    """Every case run once, two at a time (this machine's cores), and the files before and after."""
+    """Every case run once, two at a time (this machine's cores), and the files before and after;
+    then every FRESH_EVERY-th case again as a plain subprocess."""
     root = tmp_path_factory.mktemp('errors')
     make_workspace(root, data_dir)
     before = {**digest(root), **digest(data_dir)}
+    servers = [ScriptServer(tmp_path_factory.mktemp('fork')) for _ in range(2)]
+    halves = [CASES[0::2], CASES[1::2]]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            done = list(pool.map(lambda k: [run_case(c, root, data_dir, servers[k]) for c in halves[k]], range(2)))
+    finally:
+        for server in servers:
+            server.close()
+    procs = dict(zip([c[0] for c in halves[0]] + [c[0] for c in halves[1]], done[0] + done[1]))
     with ThreadPoolExecutor(2) as pool:
-        procs = list(pool.map(lambda c: run_case(c, root, data_dir), CASES))
+        fresh = dict(zip([c[0] for c in CASES[::FRESH_EVERY]],
+                         pool.map(lambda c: run_case(c, root, data_dir), CASES[::FRESH_EVERY])))
     after = {**digest(root), **digest(data_dir)}
     changed = sorted(f for f in before if after.get(f) != before[f])
-    return dict(zip([c[0] for c in CASES], procs)), changed
+    return procs, changed, fresh
 
 
 @pytest.mark.parametrize('case', CASES, ids=[c[0] for c in CASES])
@@ -601,6 +634,15 @@ def test_each_bad_input_is_one_sentence(outcomes, case):
 
 def test_no_file_that_existed_is_changed(outcomes):
     assert outcomes[1] == []
+
+
+def test_a_fresh_process_gives_what_the_fork_gave(outcomes):
+    """The rows run in forks of a warm interpreter; a sample of them, run as plain subprocesses, ends
+    the same way: the same exit code and the same stderr."""
+    procs, _, fresh = outcomes
+    assert len(fresh) >= len(CASES) // FRESH_EVERY
+    for name, proc in fresh.items():
+        assert (proc.returncode, proc.stderr.strip()) == (procs[name].returncode, procs[name].stderr.strip()), name
 
 
 if __name__ == '__main__':  # the table, for the README and notes

@@ -120,6 +120,37 @@ def same_tokenizer(a, b):
     return a.get('name') == b.get('name')
 
 
+# tiktoken's GPT-2 files, which it caches under the sha1 of their address
+GPT2_FILES = ('https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe',
+              'https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json')
+
+
+def gpt2_encoding():
+    """tiktoken's GPT-2 encoding, or one sentence when it cannot be had. Without its files cached and
+    without a network, tiktoken retries for minutes before it fails: when its host cannot be reached
+    within 3 s, stop at once."""
+    import hashlib
+    import socket
+    import tiktoken
+    cache = os.environ.get('TIKTOKEN_CACHE_DIR', os.environ.get('DATA_GYM_CACHE_DIR', os.path.join(
+        tempfile.gettempdir(), 'data-gym-cache')))
+    cached = cache and all(os.path.isfile(os.path.join(cache, hashlib.sha1(url.encode()).hexdigest()))
+                           for url in GPT2_FILES)
+    why = None
+    if not cached:
+        try:
+            socket.create_connection((GPT2_FILES[0].split('/')[2], 443), timeout=3).close()
+        except OSError:
+            why = 'no network, and its files are not cached'
+    if why is None:
+        try:
+            return tiktoken.get_encoding('gpt2')
+        except Exception as e:  # requests' connection errors, wrapped in several layers; a bad cached file
+            why = type(e).__name__
+    raise SystemExit(f"tiktoken could not load its GPT-2 files ({why}): connect to the internet once, or set "
+                     f"TIKTOKEN_CACHE_DIR to a folder that holds them whole")
+
+
 def load_tokenizer(ref):
     """(encode, decode) for a checkpoint's tokenizer reference (see train.py's tokenizer_reference)."""
     if ref is None:
@@ -150,12 +181,10 @@ def load_tokenizer(ref):
     if ref.get('kind') != 'tiktoken':
         raise SystemExit(f"the checkpoint names a tokenizer of kind {ref.get('kind')!r}, which this repository does "
                          f"not write: retrain on data prepared by prepare_tinystories.py or prepare_owt.py")
-    import tiktoken
-    try:
-        enc = tiktoken.get_encoding(ref['name'])
-    except Exception as e:  # offline without its cache: requests' connection errors, wrapped in several layers
-        raise SystemExit(f"tiktoken could not load its {ref['name']} files ({type(e).__name__}): connect to the "
-                         f"internet once, or set TIKTOKEN_CACHE_DIR to a folder that holds them whole") from None
+    if ref.get('name') != 'gpt2':
+        raise SystemExit(f"the checkpoint names tiktoken's {ref.get('name')!r} encoding; this repository writes only "
+                         f"'gpt2': retrain on data prepared by prepare_owt.py")
+    enc = gpt2_encoding()
     return (lambda text: enc.encode(text, allowed_special={'<|endoftext|>'}) or [enc.eot_token]), enc.decode
 
 
@@ -172,9 +201,8 @@ def hf_tokenizer(ref):
         eos = tok.id_to_token(ref['eos_id'])
         return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos)
     if kind == 'tiktoken':
-        import tiktoken
         from transformers.convert_slow_tokenizer import TikTokenConverter
-        enc = tiktoken.get_encoding(ref['name'])
+        enc = gpt2_encoding()
         converter = TikTokenConverter(pattern=enc._pat_str, extra_special_tokens=enc._special_tokens)
         converter.load_tiktoken_bpe = lambda _: enc._mergeable_ranks  # the ranks tiktoken loaded, no file
         eot = enc.decode([enc.eot_token])

@@ -259,6 +259,9 @@ try:
 except ValueError as e:
     fail(str(e))
 if memory_plan:  # the plan needs the config alone: no data, no device, nothing allocated or written
+    if init_from == 'resume' and run_config(dict(init_from=init_from, out_dir=out_dir)) is None:
+        fail(f"cannot plan a resume: no readable checkpoint at {os.path.join(out_dir, 'ckpt.pt')}; pass the run's "
+             f"--out_dir, or plan a new run without --init_from=resume")
     if rank == 0:
         print(describe_memory(config, world_size if fsdp else 1, ranks=world_size))  # device '': a GPU's plan
     raise SystemExit(0)
