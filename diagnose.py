@@ -103,6 +103,55 @@ def score_windows(model, data, T, n, batch_size=16):
     return np.array(ce), np.array(peaks), typical.numpy()
 
 
+TEMPERATURE_RANGE = (0.25, 4.0)  # where prelogit_confidence looks for the best single logit scale
+
+
+@torch.no_grad()
+def prelogit_confidence(model, data, T, n, batch_size=16):
+    """How much of the model's cross-entropy rides on the length of its pre-logit vectors z (ln_f's
+    output, the head's input) over the first n windows: dict(cv, ce, ce_tempered, ce_one_rms) with cv
+    the coefficient of variation over tokens of z's RMS (a final norm makes it 0 up to eps), ce the
+    mean CE, ce_tempered the mean CE with every logit times the best single temperature, and
+    ce_one_rms the same with each z first rescaled to the mean RMS over all tokens: the model's
+    directions without per-token confidence. ce_one_rms - ce_tempered is what that confidence is worth."""
+    device = model.transformer.wte.weight.device
+    zs, ys = [], []
+    for start in range(0, n, batch_size):
+        idx = torch.stack([window_tokens(data, w, T) for w in range(start, min(n, start + batch_size))]).to(device)
+        zs.append(model.transformer.ln_f(model.trunk(idx[:, :-1])))
+        ys.append(idx[:, 1:])
+    rms = [z.pow(2).mean(-1, keepdim=True).sqrt() for z in zs]
+    every = torch.cat([r.flatten() for r in rms])
+    mean_rms = every.mean()
+
+    head = model.lm_head.weight.float()  # the searches run the head in float32: z is the model's own
+    bias = None if model.lm_head.bias is None else model.lm_head.bias.float()
+
+    def mean_ce(rescale, temperature):
+        total = sum(F.cross_entropy(temperature * F.linear((z / r * mean_rms if rescale else z).float(), head, bias).flatten(0, 1),
+                                    y.flatten(), reduction='sum').item() for z, r, y in zip(zs, rms, ys))
+        return total / sum(y.numel() for y in ys)
+
+    def best(rescale, steps=14):  # CE is convex in the temperature: golden-section search, ends included
+        a, b = TEMPERATURE_RANGE
+        ends = min(mean_ce(rescale, a), mean_ce(rescale, b))
+        g = (math.sqrt(5) - 1) / 2
+        c, d = b - g * (b - a), a + g * (b - a)
+        fc, fd = mean_ce(rescale, c), mean_ce(rescale, d)
+        for _ in range(steps):
+            if fc < fd:
+                b, d, fd = d, c, fc
+                c = b - g * (b - a)
+                fc = mean_ce(rescale, c)
+            else:
+                a, c, fc = c, d, fd
+                d = a + g * (b - a)
+                fd = mean_ce(rescale, d)
+        return min(fc, fd, ends)
+    return dict(cv=(every.std() / mean_rms).item(), ce=mean_ce(False, 1.0), ce_tempered=best(False),
+                ce_one_rms=best(True))
+
+
 @torch.no_grad()
 def reset_row_ce(model, idx, token, row):
     """The cross-entropy of window idx (1, T + 1) with token's input embedding replaced by row at every

@@ -98,13 +98,14 @@ def run(*args, allow_divergence=False, progress='', threads=None):
 
 
 @torch.no_grad()
-def val_ce(ckpt_path, data_dir, max_windows):
+def val_ce(ckpt_path, data_dir, max_windows, confidence=False):
     """Cross-entropy of consecutive held-out windows of val.bin, tapered models at g = 0, scored in
     float64 so that a blow-up is a number and not float32's overflow. Over all windows: the median,
     the mean, the non-finite count and the outliers (windows not within twice the median). Over the
     clean windows, whose tokens all occur in train.bin: the median and mean, and how many windows
     were excluded for holding a token the model never trained on (its embedding row then only ever
-    received the softmax's push; see diagnose.py)."""
+    received the softmax's push; see diagnose.py). With confidence, also what the length of its
+    pre-logit vectors is worth (diagnose.prelogit_confidence): prelogit_cv, ce_tempered, ce_one_rms."""
     model = GPT.from_checkpoint(ckpt_path).eval().double()
     if model.started and model.tapered_norms():
         model.set_gate(0.0)
@@ -117,10 +118,14 @@ def val_ce(ckpt_path, data_dir, max_windows):
     finite = np.isfinite(ce)
     median = float(np.median(ce[finite]))
     outlier = ~(ce <= 2 * median)  # NaN counts as an outlier
-    return dict(median=median, mean=float(ce.mean()), non_finite=int((~finite).sum()),
-                outliers=int(outlier.sum()), clean_outliers=int((outlier & clean).sum()),
-                clean_median=float(np.median(ce[clean])), clean_mean=float(ce[clean].mean()),
-                excluded=int((~clean).sum()))
+    scores = dict(median=median, mean=float(ce.mean()), non_finite=int((~finite).sum()),
+                  outliers=int(outlier.sum()), clean_outliers=int((outlier & clean).sum()),
+                  clean_median=float(np.median(ce[clean])), clean_mean=float(ce[clean].mean()),
+                  excluded=int((~clean).sum()))
+    if confidence:
+        c = diagnose.prelogit_confidence(model, data, T, n)
+        scores.update(prelogit_cv=c['cv'], ce_tempered=c['ce_tempered'], ce_one_rms=c['ce_one_rms'])
+    return scores
 
 
 def progress_of(ckpt_path):
@@ -302,7 +307,7 @@ def score_all(args, runs, diverged):
         for out_dir, seed in zip(out_dirs, args.seeds):
             if seed not in diverged.get(name, []):
                 ce.setdefault(name, []).append(dict(seed=seed, **val_ce(os.path.join(out_dir, 'ckpt.pt'),
-                                                                        args.data_dir, args.val_windows)))
+                                                                        args.data_dir, args.val_windows, True)))
     return ce
 
 
@@ -376,10 +381,11 @@ def plot_all(args, settings, runs):
     return figures
 
 
-def paired_gap(base_scores, scores, key):
-    """The setting's CE minus Baseline's on the same seed (same initial weights and batches), over
-    the seeds both have: mean and sd in nats and in %, the signs, and the paired t statistic."""
-    by_seed = {s['seed']: s[key] for s in base_scores}
+def paired_gap(base_scores, scores, key, base_key=None):
+    """The setting's CE (key) minus Baseline's (base_key, default key) on the same seed (same initial
+    weights and batches), over the seeds both have: mean and sd in nats and in %, the signs, and the
+    paired t statistic."""
+    by_seed = {s['seed']: s[base_key or key] for s in base_scores}
     pairs = [(s[key], by_seed[s['seed']]) for s in scores if s['seed'] in by_seed]
     if not pairs:
         return None
@@ -466,6 +472,19 @@ def write_results(args, settings, runs, ce, diverged, minutes, fold, reset, benc
         if name != 'baseline' and row['paired']['clean_mean'] is not None:
             md.append(f"| {row['label']} | {row['paired']['clean_mean']['seeds']} | "
                       f"{paired_cell(row['paired']['clean_mean'])} | {paired_cell(row['paired']['median'])} |")
+    md += ['', "the pre-logit vector's length as confidence (diagnose.prelogit_confidence, all windows, mean over "
+               "seeds): the coefficient of variation over tokens of the head's input RMS (a final norm fixes it); "
+               "the CE at the best single logit temperature; the same with every token's head input rescaled to "
+               "the mean RMS first (its directions alone); and that CE's paired gap to Baseline's at its best "
+               "temperature", '',
+           "| setting | RMS cv | CE, best temperature | CE at one RMS | at one RMS, paired gap to Baseline |",
+           "|---|---|---|---|---|"]
+    for name, row in table.items():
+        scores = [s for s in row['val_ce'] if 'ce_one_rms' in s]
+        if scores:
+            gap = paired_gap(ce['baseline'], scores, 'ce_one_rms', 'ce_tempered') if name != 'baseline' else None
+            md.append(f"| {row['label']} | {summary(scores, 'prelogit_cv')[0]:.3f} | {summary(scores, 'ce_tempered')[0]:.4f} | "
+                      f"{summary(scores, 'ce_one_rms')[0]:.4f} | {paired_cell(gap) if gap else ''} |")
     md += ['', 'per seed', '',
            "| setting | seed | clean windows, mean | windows excluded | all windows, median | all windows, mean | "
            "non-finite | > 2x median (of them clean) | train minutes |",

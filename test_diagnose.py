@@ -170,3 +170,80 @@ def test_reproduction_docs_are_what_reproduce_py_wrote():
     assert len(readme_rows) >= 4 and [row for row in readme_rows if row not in written] == []
     report = [line for line in results.split('```text')[1].split('```')[0].splitlines() if line.strip()]
     assert report and set(report) <= set((ROOT / 'assets' / 'diagnose.txt').read_text().splitlines())
+
+
+def brute_force_confidence(model, val, n):
+    """prelogit_confidence written out in numpy float64: z from the model, then CE on a dense grid of
+    temperatures, with and without every z rescaled to the mean RMS."""
+    with torch.no_grad():
+        idx = torch.from_numpy(val[:n * T + 1].astype(np.int64))
+        x, y = idx[:-1].view(n, T), idx[1:].view(n, T).numpy()
+        z = model.transformer.ln_f(model.trunk(x)).double().numpy()
+    W = model.lm_head.weight.detach().double().numpy()
+    rms = np.sqrt((z ** 2).mean(-1, keepdims=True))
+
+    def ce(zz, t):
+        logits = t * zz @ W.T
+        logits -= logits.max(-1, keepdims=True)
+        logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        return -np.take_along_axis(logp, y[..., None], -1).mean()
+    grid = np.arange(0.25, 4.0, 0.005)
+    return dict(cv=rms.std(ddof=1) / rms.mean(), ce=ce(z, 1.0), ce_tempered=min(ce(z, t) for t in grid),
+                ce_one_rms=min(ce(z / rms * rms.mean(), t) for t in grid))
+
+
+def half_predictable(n, seed):
+    """A token stream in which each token below V/2 is followed by the next id, and any other by a
+    random one: a model can be sure of half its predictions and must guess the rest."""
+    rng = np.random.default_rng(seed)
+    s = np.zeros(n, np.int64)
+    for i in range(1, n):
+        s[i] = s[i - 1] + 1 if s[i - 1] < V // 2 - 1 else rng.integers(0, V)
+    return s
+
+
+def trained_norm_free_model(steps=80):
+    """A tiny All-Taper model trained at g = 0 (no norm, no scale loss) on half_predictable text."""
+    torch.manual_seed(0)
+    np.random.seed(0)
+    train = half_predictable(40_000, 0)
+    model = GPT(GPTConfig(vocab_size=V, n_layer=2, n_head=4, n_embd=64, block_size=T, taper='all', aux_loss='none'))
+
+    def batch():
+        x = torch.from_numpy(np.stack([train[j:j + T + 1] for j in np.random.randint(0, len(train) - T - 1, 16)]))
+        return x[:, :-1], x[:, 1:]
+    for _ in range(3):  # calibrate c at g = 1, then train norm-free
+        model(*batch())
+        model.step_emas()
+    model.start_taper()
+    model.set_gate(0.0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(steps):
+        loss = model(*batch())[1]
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    return model.eval().double()
+
+
+@pytest.mark.parametrize('taper', ['none', 'all'])
+def test_prelogit_confidence_is_the_formula_and_zero_behind_a_final_norm(taper):
+    """What the length of the head's input is worth (diagnose.prelogit_confidence, used by reproduce.py)
+    equals the formula brute-forced in numpy; behind a final norm (Baseline) the length is one for every
+    token (cv ~ 0) and taking it away costs nothing; a norm-free model trained where half its
+    predictions are sure puts its confidence in that length, and loses CE without it."""
+    if taper == 'none':
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(vocab_size=V, n_layer=2, n_head=4, n_embd=64, block_size=T)).eval().double()
+        _, val = token_files()
+    else:
+        model, val = trained_norm_free_model(), half_predictable(8 * T + 1, 1).astype(np.uint16)
+    got = diagnose.prelogit_confidence(model, val, T, 8, batch_size=3)
+    want = brute_force_confidence(model, val, 8)
+    for key in ('cv', 'ce', 'ce_tempered', 'ce_one_rms'):
+        assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-5), key
+    if taper == 'none':
+        assert got['cv'] < 1e-2 and got['ce_one_rms'] == pytest.approx(got['ce_tempered'], rel=1e-6)
+    else:
+        assert got['cv'] > 0.1 and got['ce_one_rms'] > got['ce_tempered'] + 0.05
