@@ -98,6 +98,9 @@ if (ckpt or init_from) and moved:
     fail(f"the model's shape comes from --{'ckpt' if ckpt else 'init_from'}: drop --{', --'.join(moved)}")
 if ckpt and not os.path.isfile(ckpt):
     fail(f"no checkpoint at {ckpt}: --ckpt names the checkpoint file of a tapered run, e.g. out/ckpt.pt")
+if init_from.strip().lower() in ('resume', 'scratch'):
+    fail(f"bench.py has no --init_from={init_from}: it times a run's checkpoint (--ckpt=<run>/ckpt.pt), an HF "
+         f"model (--init_from=<name or folder>) or random weights (neither)")
 if init_from and os.path.isfile(os.path.join(init_from, 'ckpt.pt')):
     fail(f"{init_from} is a run of this repository, not an HF model: time its checkpoint with "
          f"--ckpt={os.path.join(init_from, 'ckpt.pt')}")

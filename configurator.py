@@ -171,6 +171,9 @@ def checked_input(key, path, kind):
     noun = 'file' if kind == 'file' else 'folder'
     if not path.strip():
         raise FlagError(f"{key} is empty: name the {noun} to read")
+    if os.path.islink(path) and not os.path.exists(path):
+        raise FlagError(f"{key}={path} is a broken symbolic link (to {os.readlink(path)}, missing or a loop): "
+                        f"remove it, or name the {noun} itself")
     if kind == 'file' and os.path.isdir(path):
         raise FlagError(f"{key}={path} is a folder, not a file: name the file itself")
     if kind == 'dir' and os.path.isfile(path):

@@ -275,6 +275,10 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     values = configure({**train_flags(), **FLAGS}, argv, 'memory.py', __doc__, configs=True)
     nproc, gpu_gb = values['nproc'], values['gpu_gb']
+    run_dir = values['init_from'] if os.path.isfile(os.path.join(values['init_from'], 'ckpt.pt')) else None
+    if run_dir:
+        raise SystemExit(f"init_from={run_dir} is a run of this repository, whose config is in its checkpoint: "
+                         f"python train.py --init_from=resume --out_dir={run_dir} --memory_plan")
     if values['init_from'] == 'resume':  # train.py reads a resume's config from its checkpoint
         raise SystemExit(f"memory.py plans from config files and flags; a resume's config is in its checkpoint: "
                          f"python train.py --init_from=resume --out_dir={values['out_dir']} --memory_plan")

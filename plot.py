@@ -196,6 +196,9 @@ def main(argv=None):
         if not all(label.strip() for label in args.labels):
             raise SystemExit("--labels holds an empty label: give every run dir a name.")
     names = [f"{args.prefix}{name}.png" for name in ("loss", "logit_norm", "grad_norms")]
+    if any(os.path.isfile(os.path.join(args.out_dir, f)) for f in ('train.bin', 'meta.json')):
+        raise SystemExit(f"out_dir={args.out_dir} is a data folder (it holds train.bin or meta.json): write the "
+                         f"figures elsewhere, e.g. --out_dir=out-plots")
     foreign = [n for n in names if os.path.isfile(os.path.join(args.out_dir, n))
                and not is_our_figure(os.path.join(args.out_dir, n))]
     if foreign:

@@ -229,6 +229,12 @@ def check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, input_file, v
     if any(os.path.isfile(os.path.join(out_dir, f)) for f in ("ckpt.pt", "log.jsonl")):
         raise SystemExit(f"{out_dir} holds a training run (ckpt.pt or log.jsonl), not data: choose another "
                          f"--out_dir for the data")
+    ours = {"train.bin", "val.bin", "meta.json", "tokenizer", *(f"{name}.bin" for name in PILE_NAMES)}
+    foreign = sorted(n for n in (os.listdir(out_dir) if os.path.isdir(out_dir) else [])
+                     if n not in ours and not n.endswith(".tmp"))
+    if foreign:
+        raise SystemExit(f"{out_dir} holds {foreign[0]}, which prepare_owt.py does not write, so it will not put data "
+                         f"beside it: choose a new or empty --out_dir")
     if not os.path.isfile(meta_file):
         return
     try:

@@ -177,6 +177,12 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
     if any(os.path.isfile(os.path.join(out_dir, f)) for f in ("ckpt.pt", "log.jsonl")):
         raise SystemExit(f"{out_dir} holds a training run (ckpt.pt or log.jsonl), not data: choose another "
                          f"--out_dir for the data")
+    ours = {"tokenizer.model", "tokenizer.vocab", "tokenizer_train.txt", "train.bin", "val.bin", "meta.json"}
+    foreign = sorted(n for n in (os.listdir(out_dir) if os.path.isdir(out_dir) else [])
+                     if n not in ours and not n.endswith(".tmp"))
+    if foreign:
+        raise SystemExit(f"{out_dir} holds {foreign[0]}, which prepare_tinystories.py does not write, so it will not "
+                         f"put data beside it: choose a new or empty --out_dir")
     held = None
     if os.path.isfile(model_file):
         try:

@@ -209,6 +209,11 @@ def check_args(args, train_args):
                          "validation split, so pass --input_file too, or drop them")
     if args.val_file is not None and args.val_fraction != DEFAULT_VAL_FRACTION:
         raise SystemExit("--val_file and --val_fraction both name the val split: pass one of them")
+    for key in ('out_root', 'assets'):
+        folder = getattr(args, key)
+        if folder and any(os.path.isfile(os.path.join(folder, f)) for f in ('train.bin', 'meta.json')):
+            raise SystemExit(f"--{key}={folder} is a data folder (it holds train.bin or meta.json): put the runs and "
+                             f"results elsewhere, e.g. --{key}=out-repro")
     for arg in train_args:
         name = arg.removeprefix('--').partition('=')[0]
         if arg.startswith('--') and name in SET_HERE:

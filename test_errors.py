@@ -230,6 +230,25 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      ['--input_file={shared}/openwebtext/sample.jsonl', '--tokenizer={root}/words', '--out_dir={root}/owt'],
      "already holds data in gpt2's tokens", None),
     # plot.py, reproduce.py
+    ('plot: figures into a data folder', 'plot.py', ['{root}/run', '--out_dir={data}'], 'is a data folder', None),
+    ('reproduce: runs into a data folder', 'reproduce.py', ['--out_root={data}'], 'is a data folder', None),
+    ('train: an empty init_from', 'train.py', [*T, '--init_from='], 'init_from is empty', None),
+    ('sample: an empty init_from', 'sample.py', ['--init_from=', '--device=cpu'], 'init_from is empty', None),
+    ('sample: init_from=Resume', 'sample.py', ['--init_from=Resume', '--out_dir={root}/run', '--device=cpu'],
+     'did you mean --init_from=resume', None),
+    ('bench: init_from=resume', 'bench.py', ['--init_from=resume', '--device=cpu', '--repeats=1'],
+     'bench.py has no --init_from=resume', None),
+    ('train: a data_dir that is a symbolic-link loop', 'train.py', [*T[:-2], '--data_dir={root}/loopA',
+     '--out_dir={root}/fresh'], 'broken symbolic link', None),
+    ('memory: a run folder as init_from', 'memory.py', ['--init_from={root}/trun'], 'is a run of this repository', None),
+    ('prepare_owt: into another program\'s folder', 'prepare_owt.py', ['--input_file={shared}/openwebtext/sample.jsonl',
+     '--out_dir={root}/hf', '--skip_pile'], 'does not write', None),
+    ('prepare_tinystories: into another program\'s folder', 'prepare_tinystories.py', ['--input_file={root}/small.txt',
+     '--out_dir={root}/hf'], 'does not write', None),
+    ('a LOCAL_RANK beyond WORLD_SIZE', 'train.py', T, 'launch with torchrun',
+     {'RANK': '0', 'WORLD_SIZE': '1', 'LOCAL_RANK': '5', 'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': '29512'}),
+    ('a MASTER_ADDR that does not resolve', 'train.py', T, 'does not resolve',
+     {'RANK': '0', 'WORLD_SIZE': '1', 'LOCAL_RANK': '0', 'MASTER_ADDR': 'no.such.host.invalid', 'MASTER_PORT': '29511'}),
     ('plot: a run without log.jsonl', 'plot.py', ['{root}/nolog', '--out_dir={root}/figs'], 'log.jsonl not found', None),
     ('plot: a log row without iter', 'plot.py', ['{root}/noiter', '--out_dir={root}/figs'], "it has no 'iter'", None),
     ('plot: a log row that is not an object', 'plot.py', ['{root}/listrow', '--out_dir={root}/figs'],
@@ -575,6 +594,8 @@ def make_workspace(root, data_dir):
     whole = open(f'{root}/llama/model.safetensors', 'rb').read()
     open(f'{root}/llama_cut/model.safetensors', 'wb').write(whole[:len(whole) // 2])
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64)).save_pretrained(f'{root}/hf50k')
+    os.symlink(f'{root}/loopB', f'{root}/loopA')
+    os.symlink(f'{root}/loopA', f'{root}/loopB')
     os.makedirs(f'{root}/no_wandb/wandb')
     with open(f'{root}/no_wandb/wandb/__init__.py', 'w') as f:
         f.write("raise ImportError('No module named wandb')\n")

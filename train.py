@@ -18,6 +18,7 @@ import math
 import os
 import re
 import signal
+import socket
 import sys
 import time
 from contextlib import nullcontext
@@ -139,11 +140,18 @@ def launcher():
               f"it, or unset {', '.join(present)}", file=sys.stderr)
         sys.exit(1)
     numbers = [os.environ.get(n, '') for n in names[:3]]
-    if missing or not all(v.isdigit() for v in numbers) or int(numbers[0]) >= int(numbers[1]):
+    if missing or not all(v.isdigit() for v in numbers) or not int(numbers[0]) < int(numbers[1]) \
+            or not int(numbers[2]) < int(numbers[1]):
         what = f"{', '.join(present)} set but not {', '.join(missing)}" if missing else \
             f"RANK={numbers[0]}, WORLD_SIZE={numbers[1]}, LOCAL_RANK={numbers[2]}"
         print(f"the environment has {what}: launch with torchrun --nproc_per_node=N, or unset "
               f"{', '.join(present)} to train in one process", file=sys.stderr)
+        sys.exit(1)
+    try:  # gloo and NCCL retry an unresolvable rendezvous host for ever
+        socket.getaddrinfo(os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']))
+    except (OSError, UnicodeError):
+        print(f"MASTER_ADDR={os.environ['MASTER_ADDR']} does not resolve to a host: launch with torchrun, which "
+              f"sets it, or unset {', '.join(present)}", file=sys.stderr)
         sys.exit(1)
     return True, int(numbers[0]), int(numbers[1])
 
@@ -206,6 +214,8 @@ def check_config():
                   fakeln_momentum=fakeln_momentum, fakeln_sigma=fakeln_sigma)
     except ValueError as e:
         fail(f"{e}: fix the config")
+    if not init_from.strip():
+        fail("init_from is empty: --init_from=scratch, resume, or an HF model's name or folder")
     close = difflib.get_close_matches(init_from.lower(), ['scratch', 'resume'], n=1, cutoff=0.7)
     if close and init_from not in ('scratch', 'resume'):
         fail(f"init_from={init_from!r} is not a model name: did you mean --init_from={close[0]}?")
@@ -337,6 +347,9 @@ def token_file(split):
     can be a stream of them."""
     if os.path.isfile(data_dir):
         fail(f"data_dir={data_dir} is a file: name the folder that holds train.bin, val.bin and meta.json")
+    if os.path.islink(data_dir) and not os.path.exists(data_dir):
+        fail(f"data_dir={data_dir} is a broken symbolic link (to {os.readlink(data_dir)}, missing or a loop): "
+             f"remove it, or name the folder that holds train.bin, val.bin and meta.json")
     try:
         return open_tokens(data_dir, split)
     except FileNotFoundError as e:
