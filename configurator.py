@@ -39,8 +39,8 @@ class Flag:
     inclusively, above/below exclusively; choices lists the strings it takes; items makes it a
     comma-separated list (a tuple) of that type, of `length` items if given, each item once if unique;
     path='out' makes it a folder the script will write, path='file' a file and path='dir' a folder it
-    reads, which must exist and be of that kind; a default of None means "not set" (type then
-    says what it takes); required means it has no default."""
+    reads, which must exist and be of that kind (path='text': a file of text, not a compressed one); a
+    default of None means "not set" (type then says what it takes); required means it has no default."""
 
     def __init__(self, default, help, *, type=None, min=None, max=None, above=None, below=None,
                  choices=None, items=None, length=None, unique=False, path=None, required=False):
@@ -164,9 +164,27 @@ def checked_range(key, value, spec):
     raise FlagError(f"{key}={value} {verb} {spec.bounds()}")
 
 
+# The first bytes of the compressed formats a text input may arrive in, downloaded and not unpacked:
+# the format, the command that writes its text to stdout, and the file ending it usually has.
+COMPRESSED = {b'\x1f\x8b': ('gzip', 'gunzip -c', '.gz'), b'BZh': ('bzip2', 'bunzip2 -c', '.bz2'),
+              b'\xfd7zXZ\x00': ('xz', 'unxz -c', '.xz'), b'(\xb5/\xfd': ('zstd', 'unzstd -c', '.zst'),
+              b'PK\x03\x04': ('zip', 'unzip -p', '.zip')}
+
+
 def checked_input(key, path, kind):
-    """A file (kind 'file') or folder (kind 'dir') the script reads: named, there, and of that kind."""
+    """A file (kind 'file', or 'text' for a text file) or folder (kind 'dir') the script reads: named,
+    there, and of that kind."""
     if kind is None:
+        return path
+    if kind == 'text':
+        checked_input(key, path, 'file')
+        with open(path, 'rb') as f:
+            head = f.read(6)
+        for magic, (name, unpack, ending) in COMPRESSED.items():
+            if head.startswith(magic):
+                text = path[:-len(ending)] if path.endswith(ending) else path + '.unpacked'
+                raise FlagError(f"{key}={path} is {name}-compressed: unpack it first (`{unpack} {path} > {text}`) "
+                                f"and pass {text}")
         return path
     noun = 'file' if kind == 'file' else 'folder'
     if not path.strip():
@@ -201,6 +219,31 @@ def checked_path(key, path):
     if why:
         raise FlagError(f"{key}={path} cannot be written: {why}; choose another folder")
     return path
+
+
+def folder_kind(path):
+    """What an existing folder holds, as a phrase for a sentence ('a data folder (it holds train.bin or
+    meta.json)'), or None when it is none of the repository's kinds."""
+    has = lambda f: os.path.isfile(os.path.join(path, f))
+    if has('train.bin') or has('meta.json'):
+        return 'a data folder (it holds train.bin or meta.json)'
+    if has('ckpt.pt') or has('log.jsonl'):
+        return 'a training run (it holds ckpt.pt or log.jsonl)'
+    if has('config.json') and (has('model.safetensors') or has('model.safetensors.index.json')
+                               or has('pytorch_model.bin')):
+        return 'an HF model (written by save_pretrained)'
+    return None
+
+
+def init_from_mistake(init_from, names):
+    """One sentence when init_from is empty, or a misspelling of one of names (e.g. 'Resume' for
+    'resume') that no folder of that name explains; else None."""
+    if not init_from.strip():
+        return f"init_from is empty: --init_from={', '.join(names)}, or an HF model's name or folder"
+    close = difflib.get_close_matches(init_from.lower(), names, n=1, cutoff=0.7)
+    if close and init_from not in names and not os.path.exists(init_from):
+        return f"init_from={init_from!r} is not a model name: did you mean --init_from={close[0]}?"
+    return None
 
 
 def cannot_write(folder):

@@ -319,7 +319,7 @@ def main(argv=None):
         ckpt = load_checkpoint(path)
         model = GPT.from_checkpoint(ckpt)
     except (FileNotFoundError, ValueError) as e:
-        fail(f"cannot fold {path}: {e}")
+        fail(f"cannot fold: {e}")
     cfg = model.config
     if args.export_hf is not None and cfg.taper == 'none' and not cfg.fakeln and cfg.norm != 'dyt':
         fail(f"cannot export {path}: it is a Baseline run, whose norms stay, so there is no norm-free model to "

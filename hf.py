@@ -13,12 +13,12 @@ context (max_position_embeddings, or a shorter block_size). RMSNorm is exactly T
 A field this model cannot compute stops with one sentence naming it.
 """
 
-import difflib
 import os
 from types import SimpleNamespace
 
 import torch
 
+from configurator import init_from_mistake
 from model import GPT, GPTConfig
 
 # HF GPT-2 stores these as Conv1D, (in, out); nn.Linear wants (out, in).
@@ -37,11 +37,9 @@ def init_from_conflict(init_from, out_dir, ckpt, does):
     """sample.py's and evaluate.py's rule for what they load: a run's checkpoint (resume) or an HF model,
     never neither and never flags of both. One sentence when the flags disagree, else None; does names
     the script and what it does (e.g. 'sample.py samples')."""
-    if not init_from.strip():
-        return "init_from is empty: --init_from=resume (the run in --out_dir), or an HF model's name or folder"
-    close = difflib.get_close_matches(init_from.lower(), ['resume', 'scratch'], n=1, cutoff=0.7)
-    if close and init_from != close[0] and not os.path.exists(init_from):
-        return f"init_from={init_from!r} is not a model name: did you mean --init_from={close[0]}?"
+    mistake = init_from_mistake(init_from, ['resume', 'scratch'])
+    if mistake:
+        return mistake
     if init_from == 'scratch':
         return (f"{does} a trained model: --init_from=resume (the run in --out_dir) or an HF model's name or "
                 f"folder")

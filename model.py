@@ -385,7 +385,8 @@ def load_checkpoint(path, device='cpu'):
         raise ValueError(f"{path} could not be read as a checkpoint ({type(e).__name__}; a copy cut short, or a "
                          f"file of another program): use a ckpt.pt that train.py or fold.py wrote in full") from None
     if not isinstance(ckpt, dict) or not {'model', 'model_args'} <= ckpt.keys():
-        raise ValueError(f"{path} is not a checkpoint of this repository (no model/model_args)")
+        raise ValueError(f"{path} is not a checkpoint of this repository (it has no model/model_args): name "
+                         f"the ckpt.pt that train.py or fold.py wrote")
     return ckpt
 
 

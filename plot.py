@@ -222,7 +222,8 @@ def main(argv=None):
     ax.plot([], [], "o", color="gray", markersize=4, label="val loss")
     if len(values):  # the first tenth's loss would squash the ~1% gaps the figure is about; zoom past it
         lo, hi = values.min(), values[steps >= 0.1 * steps.max()].max()
-        ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+        if hi > lo:  # (a log of one value leaves matplotlib's own limits)
+            ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
     smoothed = f", EMA {args.smooth}" if args.smooth > 0 else ""
     ax.set(xlabel="step", ylabel="cross-entropy", title=f"Training loss (median over seeds{smoothed})")
     ax.legend()

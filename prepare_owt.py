@@ -34,7 +34,7 @@ from datasets import load_dataset
 from tqdm import tqdm
 
 from configurator import checked_path, flag, parse_flags
-from tokens import dtype_for, gpt2_encoding, read_meta
+from tokens import check_data_out_dir, dtype_for, gpt2_encoding, read_meta
 
 OWT_NAME = "openwebtext"
 PILE_NAMES = {  # out_dir/<key>.bin <- the Hub dataset
@@ -202,7 +202,7 @@ def write_bin(ds, column, bin_file, vocab_size, dtype, n_rows=None, tokenizer_na
 
 
 FLAGS = dict(
-    input_file=flag(None, "jsonl, one {\"text\": ...} per line (default: the Hub)", type=str, path='file'),
+    input_file=flag(None, "jsonl, one {\"text\": ...} per line (default: the Hub)", type=str, path='text'),
     val_fraction=flag(0.0005, "documents held out for val.bin", above=0, below=1),
     out_dir=flag(None, "default: data/openwebtext, with --tokenizer data/openwebtext-<its name>", type=str,
                  path='out'),
@@ -226,15 +226,8 @@ def same_name(stored, given):
 def check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, input_file, val_fraction):
     """Refuse, before anything is written, a folder already prepared in other tokens or from another
     source: the stages whose outputs exist would be skipped, keeping them under the new flags."""
-    if any(os.path.isfile(os.path.join(out_dir, f)) for f in ("ckpt.pt", "log.jsonl")):
-        raise SystemExit(f"{out_dir} holds a training run (ckpt.pt or log.jsonl), not data: choose another "
-                         f"--out_dir for the data")
     ours = {"train.bin", "val.bin", "meta.json", "tokenizer", *(f"{name}.bin" for name in PILE_NAMES)}
-    foreign = sorted(n for n in (os.listdir(out_dir) if os.path.isdir(out_dir) else [])
-                     if n not in ours and not n.endswith(".tmp"))
-    if foreign:
-        raise SystemExit(f"{out_dir} holds {foreign[0]}, which prepare_owt.py does not write, so it will not put data "
-                         f"beside it: choose a new or empty --out_dir")
+    check_data_out_dir(out_dir, ours, "prepare_owt.py")
     if not os.path.isfile(meta_file):
         return
     try:

@@ -23,7 +23,7 @@ from datasets import load_dataset
 from tqdm import tqdm
 
 from configurator import checked_path, flag, parse_flags
-from tokens import read_meta
+from tokens import check_data_out_dir, read_meta
 
 HF_NAME = "roneneldan/TinyStories"
 DTYPE = np.dtype(np.uint16)  # --vocab_size stays below 65536; meta.json names it for tokens.py
@@ -147,9 +147,9 @@ def tokenize_split(ds, model_file, bin_file, num_proc=None):
 
 FLAGS = dict(
     input_file=flag(None, "plain text, documents split by blank lines; several files, comma-separated, are "
-                          "pooled (default: the Hub)", items=str, unique=True, path='file'),
+                          "pooled (default: the Hub)", items=str, unique=True, path='text'),
     val_file=flag(None, "validation text, same format, with --input_file (default: hold out --val_fraction)",
-                  type=str, path='file'),
+                  type=str, path='text'),
     val_fraction=flag(0.05, "stories of --input_file held out for val.bin", above=0, below=1),
     vocab_size=flag(10000, "SentencePiece vocabulary: its 256 byte pieces, <unk>, <s>, </s> and the text's "
                            "characters, below 65536 so that ids fit in uint16", min=MIN_VOCAB, max=2**16 - 1),
@@ -174,15 +174,8 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
                    flag_name="out_dir", max_stories=None):
     """Refuse, before anything is written, a folder that already holds data prepared otherwise: every
     stage whose output exists is skipped, so it would be kept under the new flags."""
-    if any(os.path.isfile(os.path.join(out_dir, f)) for f in ("ckpt.pt", "log.jsonl")):
-        raise SystemExit(f"{out_dir} holds a training run (ckpt.pt or log.jsonl), not data: choose another "
-                         f"--out_dir for the data")
     ours = {"tokenizer.model", "tokenizer.vocab", "tokenizer_train.txt", "train.bin", "val.bin", "meta.json"}
-    foreign = sorted(n for n in (os.listdir(out_dir) if os.path.isdir(out_dir) else [])
-                     if n not in ours and not n.endswith(".tmp"))
-    if foreign:
-        raise SystemExit(f"{out_dir} holds {foreign[0]}, which prepare_tinystories.py does not write, so it will not "
-                         f"put data beside it: choose a new or empty --out_dir")
+    check_data_out_dir(out_dir, ours, "prepare_tinystories.py")
     held = None
     if os.path.isfile(model_file):
         try:

@@ -138,9 +138,9 @@ def progress_of(ckpt_path):
 
 FLAGS = dict(
     input_file=flag(None, "local TinyStories text, several files comma-separated (default: download the full "
-                          "dataset)", items=str, unique=True, path='file'),
+                          "dataset)", items=str, unique=True, path='text'),
     val_file=flag(None, "local validation text, with --input_file (default: hold out --val_fraction)", type=str,
-                  path='file'),
+                  path='text'),
     val_fraction=flag(0.1, "stories held out of --input_file", above=0, below=1),
     data_dir=flag('data/tinystories2048', "prepared here unless present", path='out'),
     seeds=flag((1337,), "comma-separated training seeds", items=int, unique=True, min=0, max=2**63 - 1),

@@ -142,7 +142,24 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('scratch run over a run', 'train.py', [*T, '--out_dir={root}/run'], '--init_from=resume, or pass --overwrite', None),
     ('eval-only scratch run over a run', 'train.py', [*T, '--out_dir={root}/run', '--eval_only'],
      '--init_from=resume, or pass --overwrite', None),
-    ('resume without a checkpoint', 'train.py', [*T, '--init_from=resume'], 'cannot resume: no checkpoint', None),
+    ('resume without a checkpoint', 'train.py', [*T, '--init_from=resume'],
+     'fresh/ckpt.pt: pass --out_dir=<the run', None),
+    # what the folder resumed from is, and where its run or model goes instead
+    ('resume from a data folder', 'train.py', [*T, '--init_from=resume', '--out_dir={data}'],
+     "is a data folder (it holds train.bin or meta.json), not a run: pass the run's folder", None),
+    ('resume from an HF model folder', 'train.py', [*T, '--init_from=resume', '--out_dir={root}/hf'],
+     'or fine-tune this model with --init_from=', None),
+    ('fold: an HF weight file as the checkpoint', 'fold.py', ['--out_dir={root}/hf', '--ckpt=model.safetensors'],
+     'name the ckpt.pt that train.py or fold.py wrote', None),
+    # text inputs that arrive compressed: named by their format, whatever the file is called
+    ('prepare_tinystories: gzip text', 'prepare_tinystories.py', ['--input_file={root}/stories.txt.gz',
+     '--out_dir={root}/p20'], 'is gzip-compressed: unpack it first (`gunzip -c', None),
+    ('prepare_tinystories: xz under a .txt name', 'prepare_tinystories.py', ['--input_file={root}/small.txt',
+     '--val_file={root}/stories.txt', '--out_dir={root}/p21'], '/stories.txt is xz-compressed', None),
+    ('prepare_owt: bzip2 jsonl', 'prepare_owt.py', ['--input_file={root}/docs.jsonl.bz2', '--out_dir={root}/o20'],
+     'is bzip2-compressed: unpack it first (`bunzip2 -c', None),
+    ('reproduce: gzip text', 'reproduce.py', ['--input_file={root}/small.txt,{root}/stories.txt.gz'],
+     'stories.txt.gz is gzip-compressed', None),
     ('resume with another width', 'train.py', [*R, '--n_embd=32'], 'n_embd=64, not n_embd=32', None),
     ('resume with another setting', 'train.py', [*R, '--taper=all'], "taper='none', not taper='all'", None),
     ('resume a file that is no checkpoint', 'train.py', [*R, '--out_dir={root}/junk'], 'could not be read', None),
@@ -533,6 +550,11 @@ def make_workspace(root, data_dir):
     open(f'{root}/no_text.jsonl', 'w').write('{"body": "no text field"}\n')
     os.makedirs(f'{root}/emptydir')
     open(f'{root}/empty.txt', 'w').close()
+    import bz2, gzip, lzma
+    stories = open(SHARED / 'tinystories' / 'train_sample.txt', 'rb').read()[:20_000]
+    open(f'{root}/stories.txt.gz', 'wb').write(gzip.compress(stories))  # downloaded, not unpacked
+    open(f'{root}/stories.txt', 'wb').write(lzma.compress(stories))  # xz under a text file's name
+    open(f'{root}/docs.jsonl.bz2', 'wb').write(bz2.compress(b'{"text": "a document"}\n' * 50))
     run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/half', '--stop_iter=20')  # mid-taper
     os.makedirs(f'{root}/foldasckpt')
     shutil.copy(f'{root}/trun/ckpt_folded.pt', f'{root}/foldasckpt/ckpt.pt')

@@ -17,6 +17,20 @@ import torch
 DTYPES = ('uint16', 'uint32')
 
 
+def check_data_out_dir(out_dir, ours, script):
+    """A prepare script's --out_dir: refused, before anything is written, when it holds a training run
+    or any file the script does not write (ours: those it does), so that data never lands beside
+    another program's files."""
+    if any(os.path.isfile(os.path.join(out_dir, f)) for f in ("ckpt.pt", "log.jsonl")):
+        raise SystemExit(f"{out_dir} holds a training run (ckpt.pt or log.jsonl), not data: choose another "
+                         f"--out_dir for the data")
+    foreign = sorted(n for n in (os.listdir(out_dir) if os.path.isdir(out_dir) else [])
+                     if n not in ours and not n.endswith(".tmp"))
+    if foreign:
+        raise SystemExit(f"{out_dir} holds {foreign[0]}, which {script} does not write, so it will not put data "
+                         f"beside it: choose a new or empty --out_dir")
+
+
 def dtype_for(vocab_size):
     """The narrowest dtype that holds every id of a vocab_size-token vocabulary."""
     return np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)

@@ -11,7 +11,6 @@ every step, and tapered models evaluated at g = 0.
 """
 
 import atexit
-import difflib
 import functools
 import json
 import math
@@ -42,7 +41,7 @@ from tokens import data_tokenizer, open_tokens, read_meta, same_tokenizer
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
 # config file and --key=value; each flag says what it takes (configurator.py), and --help lists them.
-from configurator import Flag, FlagError, configure_globals, flag  # noqa: E402
+from configurator import Flag, FlagError, configure_globals, flag, folder_kind, init_from_mistake  # noqa: E402
 # I/O
 out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out')
 init_from = flag('scratch', "'scratch', 'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family "
@@ -214,11 +213,8 @@ def check_config():
                   fakeln_momentum=fakeln_momentum, fakeln_sigma=fakeln_sigma)
     except ValueError as e:
         fail(f"{e}: fix the config")
-    if not init_from.strip():
-        fail("init_from is empty: --init_from=scratch, resume, or an HF model's name or folder")
-    close = difflib.get_close_matches(init_from.lower(), ['scratch', 'resume'], n=1, cutoff=0.7)
-    if close and init_from not in ('scratch', 'resume'):
-        fail(f"init_from={init_from!r} is not a model name: did you mean --init_from={close[0]}?")
+    if init_from_mistake(init_from, ['scratch', 'resume']):
+        fail(init_from_mistake(init_from, ['scratch', 'resume']))
     if overwrite and init_from == 'resume':
         fail("--overwrite starts again over out_dir's run and --init_from=resume continues it: choose one")
     if not re.fullmatch(r'(cpu|cuda(:\d+)?)?', device):
@@ -502,6 +498,14 @@ last_saved = None  # the iteration of the checkpoint on disk that this run may f
 if init_from == 'scratch':
     model = GPT(GPTConfig(**model_args))  # its settings were checked up front
 elif init_from == 'resume':
+    if not os.path.exists(ckpt_path):
+        kind = folder_kind(out_dir) if os.path.isdir(out_dir) else None
+        if kind and not kind.startswith('a training run'):
+            fail(f"cannot resume: out_dir={out_dir} is {kind}, not a run: pass the run's folder as --out_dir"
+                 + (f", or fine-tune this model with --init_from={out_dir} --out_dir=<a new folder>"
+                    if kind.startswith('an HF') else ''))
+        fail(f"cannot resume: no checkpoint at {ckpt_path}: pass --out_dir=<the run's folder>, or start the run "
+             f"with --init_from=scratch")
     try:
         checkpoint = load_checkpoint(ckpt_path, device)
         if 'folded_from' in checkpoint:
