@@ -23,6 +23,7 @@ import ast
 import difflib
 import math
 import os
+import re
 import sys
 import tempfile
 import textwrap
@@ -99,6 +100,10 @@ def convert(key, value, spec):
         if isinstance(value, bool) or text in ('true', 'false', '1', '0'):
             return value if isinstance(value, bool) else text in ('true', '1')
     elif spec.type is str:
+        if isinstance(value, str) and not value.strip() and spec.default != '' and not spec.path:
+            # an empty value is a choice only where the default itself is '' ('': none, or automatic)
+            default = f" for its default ({spec.default!r})" if spec.default is not None else ""
+            raise FlagError(f"{key} is empty: drop --{key}{default}, or give it a value: {spec.help}")
         if isinstance(value, str):
             return checked_range(key, value, spec)
     else:
@@ -422,10 +427,23 @@ def figure_metadata(path, script):
     return {('Software' if path.lower().endswith('.png') else 'Creator'): f'tapernorm {script}'}
 
 
-def is_our_figure(path):
-    """Whether the image file at path carries figure_metadata's mark."""
+def is_our_figure(path, script):
+    """Whether the image file at path carries figure_metadata's mark for script, read from the field
+    itself (a PNG's tEXt chunk, a PDF's /Creator, an SVG's dc:creator), not searched for in the bytes."""
     with open(path, 'rb') as f:
-        return b'tapernorm ' in f.read(1 << 16)
+        data = f.read(1 << 16)
+    mark = f'tapernorm {script}'.encode()
+    if data.startswith(b'\x89PNG\r\n\x1a\n'):
+        at = 8
+        while at + 8 <= len(data):  # chunks: length, type, data, CRC
+            length, kind = int.from_bytes(data[at:at + 4], 'big'), data[at + 4:at + 8]
+            if kind == b'tEXt' and data[at + 8:at + 8 + length] == b'Software\0' + mark:
+                return True
+            at += 12 + length
+        return False
+    if data.startswith(b'%PDF'):
+        return b'/Creator (' + mark + b')' in data
+    return re.search(rb'<dc:creator>\s*<cc:Agent>\s*<dc:title>' + re.escape(mark) + rb'</dc:title>', data) is not None
 
 
 def run_as_module(doc, instead):

@@ -308,17 +308,15 @@ def check_plot(path):
     try:
         import matplotlib
         matplotlib.use('Agg')
-        from matplotlib.backend_bases import FigureCanvasBase
     except ImportError:
         fail("--plot needs matplotlib: `pip install matplotlib`, or drop --plot")
-    kinds = FigureCanvasBase.get_supported_filetypes()
     ext = os.path.splitext(path)[1].lstrip('.').lower()
-    if ext not in kinds:
-        fail(f"plot={path} has no image extension matplotlib writes: end it in .png, .pdf or .svg")
+    if ext not in ('png', 'pdf', 'svg'):  # the formats whose files carry figure_metadata's mark
+        fail(f"plot={path} is not a .png, .pdf or .svg file name: end it in one of those")
     if os.path.isdir(path):
         fail(f"plot={path} is a folder: name an image file, e.g. --plot={os.path.join(path, 'residual.png')}")
-    if os.path.isfile(path) and not is_our_figure(path):
-        fail(f"plot={path} exists and is not a figure this repository wrote, so diagnose.py will not replace it: "
+    if os.path.isfile(path) and not is_our_figure(path, 'diagnose.py'):
+        fail(f"plot={path} exists and is not a figure that diagnose.py wrote, so diagnose.py will not replace it: "
              f"name a new file")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):

@@ -204,10 +204,13 @@ def check_outputs(args, path):
         fail(f"{why}: choose an --out_dir or --out you may write")
     hf_dir = args.export_hf
     if hf_dir is not None:
-        from hf import is_export
+        from hf import export_source, is_export
         if os.path.isdir(hf_dir) and os.listdir(hf_dir) and not is_export(hf_dir):
             fail(f"export_hf={hf_dir} holds files fold.py did not export, so fold.py will not write over them: "
                  f"name a new or empty folder")
+        if os.path.isdir(hf_dir) and export_source(hf_dir) and not same_path(export_source(hf_dir), path):
+            fail(f"export_hf={hf_dir} holds an export of {export_source(hf_dir)}, not of {path}, so fold.py will "
+                 f"not replace it: name a new or empty folder")
     return out
 
 
@@ -247,10 +250,13 @@ def export(args, ckpt, model, model64, tokenizer, idx, source):
     """--export_hf: the folded model as an HF folder with its tokenizer and a model card (README.md)
     that records how its logits in each dtype compare with the float64 model at g = 0 on idx."""
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as transformers_logging
     from hf import export_hf
+    transformers_logging.disable_progress_bar()  # its checks below load the export three times
     path = args.export_hf
     tokenizer.save_pretrained(path)
-    sigma, alpha, bound = export_hf(model, fold_model(model), path, tokenizer.bos_token_id, tokenizer.eos_token_id)
+    sigma, alpha, bound = export_hf(model, fold_model(model), path, tokenizer.bos_token_id, tokenizer.eos_token_id,
+                                     ckpt['folded_from'])
     reference = model64.eval()(idx)[0]
     rows = []
     for dtype in DTYPES:

@@ -200,9 +200,9 @@ def main(argv=None):
         raise SystemExit(f"out_dir={args.out_dir} is a data folder (it holds train.bin or meta.json): write the "
                          f"figures elsewhere, e.g. --out_dir=out-plots")
     foreign = [n for n in names if os.path.isfile(os.path.join(args.out_dir, n))
-               and not is_our_figure(os.path.join(args.out_dir, n))]
+               and not is_our_figure(os.path.join(args.out_dir, n), "plot.py")]
     if foreign:
-        raise SystemExit(f"{os.path.join(args.out_dir, foreign[0])} exists and is not a figure this repository "
+        raise SystemExit(f"{os.path.join(args.out_dir, foreign[0])} exists and is not a figure that plot.py "
                          f"wrote, so plot.py will not replace it: choose another --out_dir or --prefix")
     runs = [load_run(d) for d in args.run_dirs]
     if args.labels is not None:

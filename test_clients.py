@@ -215,3 +215,39 @@ def test_lm_eval_harness_rolling_loglikelihood_equals_evaluate_py(export, tmp_pa
     scores = json.loads(out.strip().splitlines()[-1])
     assert 'norm-free' in scores['label']
     assert -scores['owt'] * (chunk - 1) == pytest.approx(loglikelihood, rel=1e-5)
+
+
+def test_lm_eval_harness_greedy_generation_is_the_float64_models(export, tmp_path):
+    """lm-evaluation-harness's generate_until on the export (greedy, 16 new tokens, a local task of
+    held-out prompts) writes, for every prompt, the continuation that the float64 model at g = 0 gives
+    by argmax from the very tokens lm-eval encoded, decoded and cut at the stop strings as lm-eval cuts."""
+    pytest.importorskip('lm_eval', reason='pip install -r requirements-test.txt')
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+    arch, run_dir, hf_dir = export
+    lm = HFLM(pretrained=str(hf_dir), dtype='float32', batch_size=1, device='cpu')
+    prompts = [PROMPTS[arch]] + [' '.join(text.split()[:12]) for text in held_out_texts(arch, 3)[1:]]
+    (tmp_path / 'prompts.jsonl').write_text(''.join(json.dumps({'prompt': p, 'target': ''}) + '\n' for p in prompts))
+    (tmp_path / 'task.yaml').write_text(
+        "task: tapernorm_greedy\ndataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {tmp_path / 'prompts.jsonl'}\n"
+        "test_split: test\noutput_type: generate_until\ndoc_to_text: '{{prompt}}'\ndoc_to_target: '{{target}}'\n"
+        "generation_kwargs:\n  until: ['@@@']\n  do_sample: false\n  max_gen_toks: 16\n"
+        "metric_list:\n  - metric: exact_match\n")
+    result = lm_eval.simple_evaluate(model=lm, tasks=['tapernorm_greedy'], log_samples=True,
+                                     task_manager=TaskManager(include_path=str(tmp_path)))
+    written = {s['doc']['prompt']: s['resps'][0][0] for s in result['samples']['tapernorm_greedy']}
+    model = our_model(run_dir)[0].double()
+    stops = ['@@@', lm.tokenizer.decode([lm.tokenizer.eos_token_id])]
+    for prompt in prompts:
+        idx = lm.tok_batch_encode([prompt])[0]
+        with torch.no_grad():
+            for _ in range(16):
+                idx = torch.cat([idx, model(idx)[0][:, -1:].argmax(-1)], dim=1)
+                if idx[0, -1].item() == lm.tokenizer.eos_token_id:
+                    break
+        text = lm.tok_decode(idx[0, len(lm.tok_batch_encode([prompt])[0][0]):].tolist())
+        for stop in stops:
+            text = text.split(stop)[0]
+        assert written[prompt] == text, prompt

@@ -182,14 +182,15 @@ def brute_force_confidence(model, val, n):
     W = model.lm_head.weight.detach().double().numpy()
     rms = np.sqrt((z ** 2).mean(-1, keepdims=True))
 
-    def ce(zz, t):
-        logits = t * zz @ W.T
+    def ce(logits, t):
+        logits = t * logits
         logits -= logits.max(-1, keepdims=True)
         logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
         return -np.take_along_axis(logp, y[..., None], -1).mean()
     grid = np.arange(0.25, 4.0, 0.005)
-    return dict(cv=rms.std(ddof=1) / rms.mean(), ce=ce(z, 1.0), ce_tempered=min(ce(z, t) for t in grid),
-                ce_one_rms=min(ce(z / rms * rms.mean(), t) for t in grid))
+    logits, logits_one_rms = z @ W.T, (z / rms * rms.mean()) @ W.T
+    return dict(cv=rms.std(ddof=1) / rms.mean(), ce=ce(logits, 1.0), ce_tempered=min(ce(logits, t) for t in grid),
+                ce_one_rms=min(ce(logits_one_rms, t) for t in grid))
 
 
 def half_predictable(n, seed):

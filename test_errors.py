@@ -394,9 +394,25 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('eval_only with overwrite', 'train.py', [*T, '--eval_only', '--overwrite'], 'drop one of them', None),
     ('fold over a model folded from another run', 'fold.py', ['--out_dir={root}/trun2'], 'holds a model folded from', None),
     ('diagnose: a plot over a figure it did not write', 'diagnose.py', ['--out_dir={root}/run', '--plot={root}/mine.png'],
-     'is not a figure this repository wrote', None),
+     'is not a figure that diagnose.py wrote', None),
     ('plot: over a figure it did not write', 'plot.py', ['{root}/run', '--out_dir={root}/userfigs'],
-     'is not a figure this repository wrote', None),
+     'is not a figure that plot.py wrote', None),
+    # each script replaces only its own figures: the mark is read from the image's own field
+    ('diagnose: a plot over plot.py\'s figure', 'diagnose.py', ['--out_dir={root}/run', '--plot={root}/plotfigs/loss.png'],
+     'is not a figure that diagnose.py wrote', None),
+    ('plot: over diagnose.py\'s figure', 'plot.py', ['{root}/run', '--out_dir={root}/diagfigs'],
+     'loss.png exists and is not a figure that plot.py wrote', None),
+    ('diagnose: over an SVG whose title names the project', 'diagnose.py', ['--out_dir={root}/run',
+     '--plot={root}/mine.svg'], 'is not a figure that diagnose.py wrote', None),
+    ('fold: an export over another run\'s export', 'fold.py', ['--out_dir={root}/trun', '--out=ckpt_f2.pt',
+     '--export_hf={root}/otherexport'], 'holds an export of /elsewhere/run/ckpt.pt, not of', None),
+    # an empty value is refused wherever the default is not itself empty
+    ('fold: an empty --ckpt', 'fold.py', ['--out_dir={root}/trun', '--ckpt='], "ckpt is empty: drop --ckpt for its default", None),
+    ('prepare_owt: an empty --tokenizer', 'prepare_owt.py', [*OWT, '--tokenizer='], 'tokenizer is empty: drop --tokenizer', None),
+    ('train: an empty --wandb_project', 'train.py', [*T, '--wandb_project='], 'wandb_project is empty', None),
+    ('diagnose: an empty --plot', 'diagnose.py', ['--out_dir={root}/run', '--plot='], 'plot is empty', None),
+    ('diagnose: a JPEG plot', 'diagnose.py', ['--out_dir={root}/run', '--plot={root}/new.jpg'],
+     'is not a .png, .pdf or .svg file name', None),
     # resumes that would change what the run is drawn from
     ('a resume with another seed', 'train.py', [*R, '--seed=7', '--max_iters=12', '--lr_decay_iters=12'],
      'a resume keeps the run\'s seed', None),
@@ -550,6 +566,20 @@ def make_workspace(root, data_dir):
     open(f'{root}/no_text.jsonl', 'w').write('{"body": "no text field"}\n')
     os.makedirs(f'{root}/emptydir')
     open(f'{root}/empty.txt', 'w').close()
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from configurator import figure_metadata
+    for folder, script in (('plotfigs', 'plot.py'), ('diagfigs', 'diagnose.py')):
+        os.makedirs(f'{root}/{folder}')
+        fig = plt.figure()
+        fig.savefig(f'{root}/{folder}/loss.png', metadata=figure_metadata('loss.png', script))
+    os.makedirs(f'{root}/otherexport')  # an export of another run's checkpoint
+    json.dump({'model_type': 'llama', 'tapernorm_export': dict(sigma=1.0, alpha=1.0, bound=1e-6,
+                                                               source='/elsewhere/run/ckpt.pt')},
+              open(f'{root}/otherexport/config.json', 'w'))
+    open(f'{root}/mine.svg', 'w').write('<svg xmlns="http://www.w3.org/2000/svg"><title>tapernorm results, by hand'
+                                        '</title></svg>\n')
     import bz2, gzip, lzma
     stories = open(SHARED / 'tinystories' / 'train_sample.txt', 'rb').read()[:20_000]
     open(f'{root}/stories.txt.gz', 'wb').write(gzip.compress(stories))  # downloaded, not unpacked
