@@ -21,6 +21,7 @@ take `--key=value` (or `--key value`); a bare `--key` sets a boolean flag to Tru
 
 import ast
 import difflib
+import importlib
 import math
 import os
 import re
@@ -100,6 +101,8 @@ def convert(key, value, spec):
         if isinstance(value, bool) or text in ('true', 'false', '1', '0'):
             return value if isinstance(value, bool) else text in ('true', '1')
     elif spec.type is str:
+        if isinstance(value, os.PathLike) and spec.path:  # a config file's pathlib.Path
+            value = os.fspath(value)
         if isinstance(value, str) and not value.strip() and spec.default != '' and not spec.path:
             # an empty value is a choice only where the default itself is '' ('': none, or automatic)
             default = f" for its default ({spec.default!r})" if spec.default is not None else ""
@@ -270,16 +273,38 @@ CACHE_FOLDERS = ('HF_HOME', 'HF_HUB_CACHE', 'HUGGINGFACE_HUB_CACHE', 'HF_DATASET
                  'TIKTOKEN_CACHE_DIR', 'DATA_GYM_CACHE_DIR', 'XDG_CACHE_HOME', 'TORCHINDUCTOR_CACHE_DIR', 'MPLCONFIGDIR')
 
 
+# Thread counts torch reads at import: OpenMP's may list one count per nesting level ('4,2').
+THREAD_COUNTS = {'OMP_NUM_THREADS': r'\d+(,\d+)*', 'MKL_NUM_THREADS': r'\d+'}
+
+
 def check_environment():
     """The environment every script reads, checked as its flags are: a FlagError of one sentence."""
-    threads = os.environ.get('OMP_NUM_THREADS')
-    if threads is not None and not (threads.strip().isdigit() and int(threads) > 0):
-        raise FlagError(f"OMP_NUM_THREADS={threads} is not a thread count: unset it, or set a whole number such "
-                        f"as OMP_NUM_THREADS=2")
+    for name, form in THREAD_COUNTS.items():
+        threads = os.environ.get(name)
+        if threads is not None and not (re.fullmatch(form, threads.strip()) and int(threads.split(',')[0]) > 0):
+            raise FlagError(f"{name}={threads} is not a thread count: unset it, or set a whole number such as "
+                            f"{name}=2")
     for name in CACHE_FOLDERS:
         path = os.environ.get(name)
         if path and os.path.exists(path) and not os.path.isdir(path):
             raise FlagError(f"{name}={path} is a file, not a folder: point it at a folder, or unset it")
+        if path and not os.path.exists(path):  # the library will create it: it must be able to
+            parent = os.path.abspath(path)
+            while not os.path.exists(parent):
+                parent = os.path.dirname(parent)
+            why = f"{parent} is a file" if not os.path.isdir(parent) else cannot_write(parent)
+            if why:
+                raise FlagError(f"{name}={path} does not exist and cannot be created ({why}): point it at a "
+                                f"folder you may write, or unset it")
+    backend = os.environ.get('MPLBACKEND')
+    if backend:  # matplotlib checks it as it is imported: a wrong one is a traceback from deep inside it
+        try:
+            importlib.import_module('matplotlib')
+        except ValueError:
+            raise FlagError(f"MPLBACKEND={backend} is not a matplotlib backend: unset it (the scripts draw "
+                            f"with Agg), or name one such as MPLBACKEND=Agg") from None
+        except ImportError:
+            pass
 
 
 def configure(flags, argv, prog, doc, configs=False, positional=None, start=None):
@@ -370,9 +395,9 @@ def read_file(path, values, flags, prog):
         raise FlagError(f"config file {path}, line {line}: {type(e).__name__}: {e}") from None
     assigned = {}
     for key, value in namespace.items():
-        if key.startswith('__') or isinstance(value, (types.ModuleType, types.FunctionType, type)):
-            continue
-        spec = known(key, flags, prog, f"in {path} (is it another script's config file?)")
+        if key.startswith('_') or isinstance(value, (types.ModuleType, types.FunctionType, type)):
+            continue  # a helper of the file's own (_base = 64), or an import
+        spec = known(key, flags, prog, f"in {path} (another script's config file? a helper's name starts with _)")
         if value is values.get(key):
             continue
         try:

@@ -373,21 +373,32 @@ def pick_device(device):
     return device
 
 
-def load_checkpoint(path, device='cpu'):
-    """A checkpoint dict written by train.py or fold.py, or one clear sentence why not."""
+def load_checkpoint(path, device='cpu', mmap=False):
+    """A checkpoint dict written by train.py or fold.py, or one clear sentence why not (mmap: the
+    weights stay on disk until used, for a look at the rest)."""
     if os.path.isdir(path):
         raise ValueError(f"{path} is a folder, not a checkpoint file: name the ckpt.pt that train.py or fold.py wrote")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
+        ckpt = torch.load(path, map_location=device, weights_only=True, mmap=mmap)
     except Exception as e:
         raise ValueError(f"{path} could not be read as a checkpoint ({type(e).__name__}; a copy cut short, or a "
                          f"file of another program): use a ckpt.pt that train.py or fold.py wrote in full") from None
     if not isinstance(ckpt, dict) or not {'model', 'model_args'} <= ckpt.keys():
         raise ValueError(f"{path} is not a checkpoint of this repository (it has no model/model_args): name "
                          f"the ckpt.pt that train.py or fold.py wrote")
+    foreign = unknown_fields(ckpt['model_args'])
+    if foreign:
+        raise ValueError(f"{path} is not a checkpoint of this repository's model: its model_args hold "
+                         f"{', '.join(foreign)}, which this model.py does not know (nanoGPT's checkpoints hold "
+                         f"'bias'): use a ckpt.pt that this repository's train.py or fold.py wrote")
     return ckpt
+
+
+def unknown_fields(model_args):
+    """The model_args keys that are no field of GPTConfig (a checkpoint of another program)."""
+    return sorted(set(model_args) - set(GPTConfig.__dataclass_fields__)) if isinstance(model_args, dict) else []
 
 
 def taper_note(ckpt):
@@ -860,10 +871,9 @@ class GPT(nn.Module):
             held = args.get(key, fields[key].default if key in fields else None)  # older checkpoints lack newer fields
             if held != value:
                 raise ValueError(f"{path} holds a model with {key}={held!r}, not {key}={value!r}")
-        unknown = set(args) - set(GPTConfig.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"{path} was written with config fields this model.py does not know: "
-                             f"{sorted(unknown)}")
+        if unknown_fields(args):
+            raise ValueError(f"{path} is not a checkpoint of this repository's model: its model_args hold "
+                             f"{', '.join(unknown_fields(args))}, which this model.py does not know")
         if any('.ln_1v.' in k for k in ckpt['model']):
             raise ValueError(f"{path} is a FakeLN model of an older layout (a separate ln_1v with its "
                              f"own gamma and beta) that this model.py no longer builds: rerun its fine-tune")

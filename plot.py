@@ -14,9 +14,6 @@ import math
 import os
 
 import numpy as np
-import matplotlib
-matplotlib.use("Agg")  # files only, no display needed
-import matplotlib.pyplot as plt
 
 from configurator import figure_metadata, flag, is_our_figure, parse_flags
 
@@ -163,6 +160,7 @@ def plot_metric(ax, groups, key, smooth=0.0):
 def save(fig, out_dir, name):
     path = os.path.join(out_dir, name)
     fig.savefig(path, dpi=150, bbox_inches="tight", metadata=figure_metadata(path, "plot.py"))
+    import matplotlib.pyplot as plt
     plt.close(fig)
     print(f"wrote {path}")
     return path
@@ -179,7 +177,10 @@ FLAGS = dict(
 
 
 def main(argv=None):
-    args = parse_flags(FLAGS, argv, positional="run_dirs")
+    args = parse_flags(FLAGS, argv, positional="run_dirs")  # before matplotlib: it reads MPLBACKEND as imported
+    import matplotlib
+    matplotlib.use("Agg")  # files only, no display needed
+    import matplotlib.pyplot as plt
     if os.sep in args.prefix or (os.altsep and os.altsep in args.prefix):
         raise SystemExit(f"--prefix={args.prefix} holds a path separator; it is prepended to each PNG name, "
                          f"so choose the folder with --out_dir")

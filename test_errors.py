@@ -404,6 +404,14 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'loss.png exists and is not a figure that plot.py wrote', None),
     ('diagnose: over an SVG whose title names the project', 'diagnose.py', ['--out_dir={root}/run',
      '--plot={root}/mine.svg'], 'is not a figure that diagnose.py wrote', None),
+    # another program's checkpoint, and a folder of runs, named for what they are
+    ('train: resume a nanoGPT checkpoint', 'train.py', ['--init_from=resume', '--out_dir={root}/nanogpt', '--device=cpu'],
+     "is not a checkpoint of this repository's model: its model_args hold bias", None),
+    ('sample: a nanoGPT checkpoint', 'sample.py', ['--out_dir={root}/nanogpt', '--device=cpu'],
+     "nanoGPT's checkpoints hold 'bias'", None),
+    ('fold: a nanoGPT checkpoint', 'fold.py', ['--out_dir={root}/nanogpt'], "is not a checkpoint of this repository's", None),
+    ('train: resume a folder of runs', 'train.py', ['--init_from=resume', '--out_dir={root}', '--device=cpu'],
+     'it is a folder of runs (', None),
     ('fold: an export over another run\'s export', 'fold.py', ['--out_dir={root}/trun', '--out=ckpt_f2.pt',
      '--export_hf={root}/otherexport'], 'holds an export of /elsewhere/run/ckpt.pt, not of', None),
     # an empty value is refused wherever the default is not itself empty
@@ -574,6 +582,13 @@ def make_workspace(root, data_dir):
         os.makedirs(f'{root}/{folder}')
         fig = plt.figure()
         fig.savefig(f'{root}/{folder}/loss.png', metadata=figure_metadata('loss.png', script))
+    open(f'{root}/helper.py', 'w').write(f"import pathlib\n_width = 32\nn_embd = 2 * _width\n"
+                                        f"out_dir = pathlib.Path('{root}') / 'fresh'\n")
+    os.makedirs(f'{root}/nanogpt')  # nanoGPT's checkpoint layout: its GPTConfig has a 'bias' field
+    torch.save(dict(model={'transformer.wte.weight': torch.zeros(512, 32)}, optimizer={}, iter_num=10,
+                    model_args=dict(n_layer=2, n_head=2, n_embd=32, block_size=64, bias=False, vocab_size=512,
+                                    dropout=0.0), best_val_loss=3.0, config={'dataset': 'shakespeare_char'}),
+               f'{root}/nanogpt/ckpt.pt')
     os.makedirs(f'{root}/otherexport')  # an export of another run's checkpoint
     json.dump({'model_type': 'llama', 'tapernorm_export': dict(sigma=1.0, alpha=1.0, bound=1e-6,
                                                                source='/elsewhere/run/ckpt.pt')},
@@ -693,7 +708,24 @@ def outcomes(data_dir, tmp_path_factory):
                          pool.map(lambda c: run_case(c, root, data_dir), CASES[::FRESH_EVERY])))
     after = {**digest(root), **digest(data_dir)}
     changed = sorted(f for f in before if after.get(f) != before[f])
-    return procs, changed, fresh
+    return procs, changed, fresh, root
+
+
+# Inputs next to a rule that are valid: each runs (train.py's memory plan: every check, no training).
+ACCEPTED = [  # (case, script, arguments, environment)
+    ('a rendezvous address left set alone', 'train.py', [*T, '--memory_plan'],
+     {'MASTER_ADDR': 'localhost', 'MASTER_PORT': '29500'}),
+    ('an OpenMP thread count per nesting level', 'train.py', [*T, '--memory_plan'], {'OMP_NUM_THREADS': '1,1'}),
+    ('a config file with a helper variable and a pathlib.Path', 'train.py', ['{root}/helper.py', *T, '--memory_plan'],
+     None),
+]
+
+
+@pytest.mark.parametrize('case', ACCEPTED, ids=[c[0] for c in ACCEPTED])
+def test_a_valid_input_next_to_a_rule_is_accepted(outcomes, data_dir, case):
+    root = outcomes[3]
+    proc = run_case((case[0], case[1], case[2], None, case[3]), root, data_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 @pytest.mark.parametrize('case', CASES, ids=[c[0] for c in CASES])
@@ -712,7 +744,7 @@ def test_no_file_that_existed_is_changed(outcomes):
 def test_a_fresh_process_gives_what_the_fork_gave(outcomes):
     """The rows run in forks of a warm interpreter; a sample of them, run as plain subprocesses, ends
     the same way: the same exit code and the same stderr."""
-    procs, _, fresh = outcomes
+    procs, _, fresh, _ = outcomes
     assert len(fresh) >= len(CASES) // FRESH_EVERY
     for name, proc in fresh.items():
         assert (proc.returncode, proc.stderr.strip()) == (procs[name].returncode, procs[name].stderr.strip()), name

@@ -131,7 +131,7 @@ def launcher():
     WORLD_SIZE left set in a shell would otherwise split every batch among ranks that do not exist."""
     names = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')
     present = [n for n in names if n in os.environ]
-    if not present:
+    if not any(n in os.environ for n in names[:3]):  # a rendezvous address alone launches nothing
         return False, 0, 1
     missing = [n for n in names if n not in os.environ]
     if not missing and not os.environ['MASTER_PORT'].isdigit():
@@ -177,8 +177,8 @@ def run_config(values):
     if values['init_from'] != 'resume' or not os.path.isfile(path):
         return None
     try:  # mmap: the config, without reading the weights
-        held = torch.load(path, map_location='cpu', weights_only=True, mmap=True).get('config')
-    except Exception:
+        held = load_checkpoint(path, 'cpu', mmap=True).get('config')
+    except ValueError:  # damaged, or another program's: the resume stops at it, saying why
         return None
     return {k: v for k, v in held.items() if k not in PER_INVOCATION} if isinstance(held, dict) else None
 
@@ -189,6 +189,28 @@ except FlagError as e:
     fail(str(e))
 # -----------------------------------------------------------------------------
 # Checks, before anything is loaded or written: one sentence for each mistake a user can make.
+
+
+def check_resumable():
+    """A resume needs a checkpoint of this repository in out_dir: checked before the data, whose folder
+    the checkpoint's config names."""
+    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+    if not os.path.exists(ckpt_path):
+        kind = folder_kind(out_dir) if os.path.isdir(out_dir) else None
+        if kind and not kind.startswith('a training run'):
+            fail(f"cannot resume: out_dir={out_dir} is {kind}, not a run: pass the run's folder as --out_dir"
+                 + (f", or fine-tune this model with --init_from={out_dir} --out_dir=<a new folder>"
+                    if kind.startswith('an HF') else ''))
+        runs = sorted(f for f in os.listdir(out_dir) if os.path.isfile(os.path.join(out_dir, f, 'ckpt.pt'))) \
+            if os.path.isdir(out_dir) else []
+        fail(f"cannot resume: no checkpoint at {ckpt_path}: "
+             + (f"it is a folder of runs ({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''}): pass one of "
+                f"them as --out_dir" if runs else
+                "pass --out_dir=<the run's folder>, or start the run with --init_from=scratch"))
+    try:
+        load_checkpoint(ckpt_path, 'cpu', mmap=True)  # the weights stay on disk: they are loaded below
+    except ValueError as e:
+        fail(f"cannot resume: {e}")
 
 
 def check_config():
@@ -246,6 +268,8 @@ def check_config():
 
 
 check_config()
+if init_from == 'resume' and not memory_plan:
+    check_resumable()
 if rank == 0 and not memory_plan:  # allowed, but said: settings that have no effect, or an odd schedule
     defaults = {k: v.default for k, v in TRAIN_FLAGS.items()}
     idle = [k for k, off in (('aux_weight', aux_loss == 'none'), ('fakeln_start', not fakeln),
@@ -498,14 +522,6 @@ last_saved = None  # the iteration of the checkpoint on disk that this run may f
 if init_from == 'scratch':
     model = GPT(GPTConfig(**model_args))  # its settings were checked up front
 elif init_from == 'resume':
-    if not os.path.exists(ckpt_path):
-        kind = folder_kind(out_dir) if os.path.isdir(out_dir) else None
-        if kind and not kind.startswith('a training run'):
-            fail(f"cannot resume: out_dir={out_dir} is {kind}, not a run: pass the run's folder as --out_dir"
-                 + (f", or fine-tune this model with --init_from={out_dir} --out_dir=<a new folder>"
-                    if kind.startswith('an HF') else ''))
-        fail(f"cannot resume: no checkpoint at {ckpt_path}: pass --out_dir=<the run's folder>, or start the run "
-             f"with --init_from=scratch")
     try:
         checkpoint = load_checkpoint(ckpt_path, device)
         if 'folded_from' in checkpoint:
