@@ -279,6 +279,10 @@ def main(argv=None):
     if run_dir:
         raise SystemExit(f"init_from={run_dir} is a run of this repository, whose config is in its checkpoint: "
                          f"python train.py --init_from=resume --out_dir={run_dir} --memory_plan")
+    if values['init_from'] not in ('scratch', 'resume') and any(a.startswith('--init_from=') for a in argv):
+        raise SystemExit(f"--init_from={values['init_from']} does not shape the plan: memory.py plans the model "
+                         f"that config files and flags describe (a fine-tune's config sets the HF model's shape): "
+                         f"drop --init_from, or pass the fine-tune's config file, e.g. config/finetune_gpt2_s_alltaper.py")
     if values['init_from'] == 'resume':  # train.py reads a resume's config from its checkpoint
         raise SystemExit(f"memory.py plans from config files and flags; a resume's config is in its checkpoint: "
                          f"python train.py --init_from=resume --out_dir={values['out_dir']} --memory_plan")

@@ -176,6 +176,13 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
     stage whose output exists is skipped, so it would be kept under the new flags."""
     ours = {"tokenizer.model", "tokenizer.vocab", "tokenizer_train.txt", "train.bin", "val.bin", "meta.json"}
     check_data_out_dir(out_dir, ours, "prepare_tinystories.py")
+    for name in ("train.bin", "val.bin"):  # a token file is kept only as the tokenize stage of this tokenizer
+        bin_file = os.path.join(out_dir, name)
+        if os.path.isfile(bin_file) and not (os.path.isfile(model_file)
+                                             and os.path.getmtime(bin_file) >= os.path.getmtime(model_file)):
+            raise SystemExit(f"{bin_file} was not tokenized with {model_file} (it is "
+                             f"{'older than it' if os.path.isfile(model_file) else 'there without it'}), so it "
+                             f"cannot be kept: remove the .bin files, or choose another --{flag_name}")
     held = None
     if os.path.isfile(model_file):
         try:

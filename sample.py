@@ -53,6 +53,9 @@ try:
     device = pick_device(device)
 except (FlagError, ValueError) as e:
     fail(str(e))
+if start[:5].lower() == 'file:' and not start.startswith('FILE:') and os.path.isfile(start[5:]):
+    fail(f"--start={start} reads as the prompt text itself: write FILE: in capitals, --start=FILE:{start[5:]}, to "
+         f"read the prompt from that file")
 if start.startswith('FILE:'):
     prompt_file = start[5:]
     if os.path.isdir(prompt_file):

@@ -152,6 +152,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('fold: an HF weight file as the checkpoint', 'fold.py', ['--out_dir={root}/hf', '--ckpt=model.safetensors'],
      'name the ckpt.pt that train.py or fold.py wrote', None),
     # text inputs that arrive compressed: named by their format, whatever the file is called
+    ('memory: an HF model on the command line', 'memory.py', ['--init_from={root}/hf'], 'does not shape the plan', None),
+    ('memory: a model name that is nowhere', 'memory.py', ['--init_from=no_such_model'], 'does not shape the plan', None),
+    ('prepare_tinystories: token files without their tokenizer', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt', '--out_dir={root}/orphanbin', '--vocab_size=512'],
+     'orphanbin/train.bin was not tokenized with', None),
     ('prepare_tinystories: gzip text', 'prepare_tinystories.py', ['--input_file={root}/stories.txt.gz',
      '--out_dir={root}/p20'], 'is gzip-compressed: unpack it first (`gunzip -c', None),
     ('prepare_tinystories: xz under a .txt name', 'prepare_tinystories.py', ['--input_file={root}/small.txt',
@@ -345,6 +350,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('reproduce: a folder as the text', 'reproduce.py', ['--input_file={root}/emptydir'], 'is a folder, not a file', None),
     ('sample: a folder as the prompt file', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=FILE:{root}/emptydir'],
      'is a folder: --start=FILE:path names a text file', None),
+    ('sample: a prompt file named with file: in lower case', 'sample.py', ['--out_dir={root}/run', '--device=cpu',
+     '--start=file:{root}/one_story.txt'], 'write FILE: in capitals', None),
     ('sample: an empty prompt file', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=FILE:{root}/empty.txt'],
      'is empty: write the prompt in it', None),
     # damaged files: what happened, and what to do
@@ -404,6 +411,9 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'loss.png exists and is not a figure that plot.py wrote', None),
     ('diagnose: over an SVG whose title names the project', 'diagnose.py', ['--out_dir={root}/run',
      '--plot={root}/mine.svg'], 'is not a figure that diagnose.py wrote', None),
+    ('a reschedule that reopens a finished taper', 'train.py', [*TINY, '--data_dir={data}', '--out_dir={root}/trun',
+     '--init_from=resume', '--reschedule', '--taper_end=60', '--max_iters=80', '--lr_decay_iters=80'],
+     'after the taper ended, would bring the gate back up from 0 to', None),
     # another program's checkpoint, and a folder of runs, named for what they are
     ('train: resume a nanoGPT checkpoint', 'train.py', ['--init_from=resume', '--out_dir={root}/nanogpt', '--device=cpu'],
      "is not a checkpoint of this repository's model: its model_args hold bias", None),
@@ -584,6 +594,8 @@ def make_workspace(root, data_dir):
         fig.savefig(f'{root}/{folder}/loss.png', metadata=figure_metadata('loss.png', script))
     open(f'{root}/helper.py', 'w').write(f"import pathlib\n_width = 32\nn_embd = 2 * _width\n"
                                         f"out_dir = pathlib.Path('{root}') / 'fresh'\n")
+    os.makedirs(f'{root}/orphanbin')  # token files of some other preparation, and nothing else
+    np.arange(1000, dtype=np.uint16).tofile(f'{root}/orphanbin/train.bin')
     os.makedirs(f'{root}/nanogpt')  # nanoGPT's checkpoint layout: its GPTConfig has a 'bias' field
     torch.save(dict(model={'transformer.wte.weight': torch.zeros(512, 32)}, optimizer={}, iter_num=10,
                     model_args=dict(n_layer=2, n_head=2, n_embd=32, block_size=64, bias=False, vocab_size=512,

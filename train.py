@@ -555,6 +555,10 @@ elif init_from == 'resume':
              f"{iter_num}: " + ("the taper has started, and c, gammatilde and s_tgt are calibrated" if model.started
                                 else "the new start lies before the checkpoint") + "; a reschedule may move "
              "taper_end, or a taper_start still ahead of the run")
+    if ('taper_end' in changed and taper != 'none' and changed['taper_end'][0] <= iter_num < config['taper_end']):
+        fail(f"cannot resume: taper_end {changed['taper_end'][0]!r} -> {changed['taper_end'][1]!r} at iter {iter_num}, "
+             f"after the taper ended, would bring the gate back up from 0 to {get_gate(iter_num):.2f}: keep "
+             f"taper_end={changed['taper_end'][0]}, or start a new run for another schedule")
     if ('taper_end' in changed and taper != 'none' and changed['taper_end'][0] > iter_num >= config['taper_end']):
         fail(f"cannot resume: taper_end {changed['taper_end'][0]!r} -> {changed['taper_end'][1]!r} at iter {iter_num}, "
              f"mid-taper, would drop the gate to 0 at once: choose a taper_end after iter {iter_num}")
