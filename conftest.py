@@ -45,6 +45,15 @@ def run(script, *args, torchrun=0, check=True, env=None):
     return proc
 
 
+def run_pairwise(*calls):
+    """Independent script runs, each (script, *args), two at a time on one thread each: on a 2-core
+    machine that is faster than one after the other on two threads, as small models use a second
+    thread poorly. Each is checked as run() checks it."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(lambda call: run(*call, env={'OMP_NUM_THREADS': '1'}), calls))
+
+
 def train_namespace(*args):
     """train.py run in this process, best with --eval_only (it builds the model, evaluates it once and
     stops): its globals, so that a test calls the script's own functions (get_gate, get_step_batches)."""

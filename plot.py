@@ -53,6 +53,9 @@ def load_run(run_dir):
             problem = row_problem(row)
             if problem:
                 raise SystemExit(f"{log_path} line {n} is not a train.py log row ({problem}); fix or delete that line.")
+            if "lr" in row and train and row["iter"] <= train[-1]["iter"]:  # a resume rewrites its log in order
+                raise SystemExit(f"{log_path} line {n} goes back to iter {row['iter']} after iter {train[-1]['iter']}: "
+                                 f"the file holds more than one run (logs appended?); keep one run per log.")
             if "lr" in row:
                 train.append(row)
             elif "val_loss" in row:
@@ -77,6 +80,8 @@ def row_problem(row):
         return ""  # a row of another kind (e.g. a note): not plotted
     if "iter" not in row:
         return "it has no 'iter'"
+    if "lr" in row and "loss" not in row:
+        return "a train row without 'loss'"
     if not (is_number(row["iter"]) and math.isfinite(row["iter"]) and row["iter"] >= 0):
         return f"its iter is {row['iter']!r}, not a step number"
     for key in ("loss", "val_loss", "logit_norm", *GRAD_PANELS):
@@ -206,6 +211,11 @@ def main(argv=None):
         raise SystemExit(f"{os.path.join(args.out_dir, foreign[0])} exists and is not a figure that plot.py "
                          f"wrote, so plot.py will not replace it: choose another --out_dir or --prefix")
     runs = [load_run(d) for d in args.run_dirs]
+    for i, run in enumerate(runs):  # a run passed twice, or copied, would count as two seeds
+        twin = next((j for j in range(i) if runs[j]["train"] == run["train"]), None)
+        if twin is not None:
+            raise SystemExit(f"{args.run_dirs[twin]} and {args.run_dirs[i]} hold the same run (identical logs): "
+                             f"pass each run once.")
     if args.labels is not None:
         for run, label in zip(runs, args.labels):
             run["label"] = label.strip()

@@ -275,6 +275,12 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('plot: a log row without iter', 'plot.py', ['{root}/noiter', '--out_dir={root}/figs'], "it has no 'iter'", None),
     ('plot: a log row that is not an object', 'plot.py', ['{root}/listrow', '--out_dir={root}/figs'],
      'it holds a JSON list, not an object', None),
+    ('plot: a copy of a run beside it', 'plot.py', ['{root}/run', '{root}/runcopy', '--out_dir={root}/figs'],
+     'hold the same run (identical logs)', None),
+    ('plot: two runs\' logs in one file', 'plot.py', ['{root}/twice', '--out_dir={root}/figs'],
+     'the file holds more than one run', None),
+    ('plot: train rows without their loss', 'plot.py', ['{root}/noloss', '--out_dir={root}/figs'],
+     "a train row without 'loss'", None),
     ('plot: no run dirs', 'plot.py', ['--out_dir={root}/figs'], 'needs at least one run_dirs argument', None),
     ('plot: labels for the wrong number of runs', 'plot.py', ['{root}/run', '--labels=a,b', '--out_dir={root}/figs'],
      '--labels has 2 entries but 1 run dirs', None),
@@ -328,7 +334,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('diagnose: a split the data lacks', 'diagnose.py', ['--out_dir={root}/run', '--split=pile'],
      'choose --split among the splits', None),
     ('diagnose: plot not an image', 'diagnose.py', ['--out_dir={root}/run', '--plot={root}/plot.txt'],
-     'end it in .png, .pdf or .svg', None),
+     'is not a .png, .pdf or .svg file name', None),
     ('diagnose: token ids beyond the vocabulary', 'diagnose.py', ['--out_dir={root}/run', '--data_dir={root}/garbage',
                                                                   '--split=train'], "beyond the model's vocabulary of 512", None),
     ('gpu_check: ddp on fewer than two GPUs', 'gpu_check.py', ['--device=cpu', '--only=ddp', '--out_dir={root}/gc'],
@@ -596,6 +602,11 @@ def make_workspace(root, data_dir):
                                         f"out_dir = pathlib.Path('{root}') / 'fresh'\n")
     os.makedirs(f'{root}/orphanbin')  # token files of some other preparation, and nothing else
     np.arange(1000, dtype=np.uint16).tofile(f'{root}/orphanbin/train.bin')
+    for name, edit in (('runcopy', lambda rows: rows), ('twice', lambda rows: rows + rows), ('noloss', lambda rows: [
+            json.dumps({k: v for k, v in json.loads(r).items() if k != 'loss'}) for r in rows])):
+        shutil.copytree(f'{root}/run', f'{root}/{name}')
+        rows = open(f'{root}/{name}/log.jsonl').read().splitlines()
+        open(f'{root}/{name}/log.jsonl', 'w').write('\n'.join(edit(rows)) + '\n')
     os.makedirs(f'{root}/nanogpt')  # nanoGPT's checkpoint layout: its GPTConfig has a 'bias' field
     torch.save(dict(model={'transformer.wte.weight': torch.zeros(512, 32)}, optimizer={}, iter_num=10,
                     model_args=dict(n_layer=2, n_head=2, n_embd=32, block_size=64, bias=False, vocab_size=512,
@@ -696,7 +707,7 @@ def run_case(case, root, data_dir, server=None):
     return run(script, *args, check=False, env=env)
 
 
-FRESH_EVERY = 10  # every 10th row also runs as a plain subprocess: the forks must agree with it
+FRESH_EVERY = 20  # every 20th row also runs as a plain subprocess: the forks must agree with it
 
 
 @pytest.fixture(scope='module')

@@ -207,10 +207,10 @@ def smol(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def smol_runs(smol):
-    from conftest import ROOT, run
-    for setting in ('baseline', 'internaltaper', 'alltaper'):
-        run('train.py', ROOT / 'config' / f'finetune_smollm2_135m_{setting}.py', *SMOL_TINY,
-            f"--init_from={smol / 'model'}", f"--data_dir={smol / 'data'}", f"--out_dir={smol / setting}")
+    from conftest import ROOT, run_pairwise
+    run_pairwise(*[('train.py', ROOT / 'config' / f'finetune_smollm2_135m_{setting}.py', *SMOL_TINY,
+                    f"--init_from={smol / 'model'}", f"--data_dir={smol / 'data'}", f"--out_dir={smol / setting}")
+                   for setting in ('baseline', 'internaltaper', 'alltaper')])
     return smol
 
 

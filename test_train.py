@@ -16,7 +16,7 @@ import prepare_tinystories
 from fold import fold_model
 from model import GPT
 
-from conftest import ROOT, SHARED, TINY, pretrained_layernorm_std, require_shared, run, train_namespace
+from conftest import ROOT, SHARED, TINY, pretrained_layernorm_std, require_shared, run, run_pairwise, train_namespace
 from memory import resolve
 
 
@@ -390,10 +390,10 @@ FINETUNE_TINY = ['--device=cpu', '--n_layer=2', '--n_head=2', '--n_embd=32', '--
 @pytest.fixture(scope='module')
 def finetuned(owt_dir, tiny_gpt2, tmp_path_factory):
     root = tmp_path_factory.mktemp('finetune')
-    for proto in ('vanilla', 'fakeln', 'internaltaper', 'alltaper'):
-        extra = ['--grad_checkpoint'] if proto == 'alltaper' else []
-        run('train.py', ROOT / 'config' / f'finetune_gpt2_s_{proto}.py', *FINETUNE_TINY, *extra,
-            f'--init_from={tiny_gpt2}', f'--data_dir={owt_dir}', f'--out_dir={root / proto}')
+    run_pairwise(*[('train.py', ROOT / 'config' / f'finetune_gpt2_s_{proto}.py', *FINETUNE_TINY,
+                    *(['--grad_checkpoint'] if proto == 'alltaper' else []),
+                    f'--init_from={tiny_gpt2}', f'--data_dir={owt_dir}', f'--out_dir={root / proto}')
+                   for proto in ('vanilla', 'fakeln', 'internaltaper', 'alltaper')])
     return root
 
 
@@ -432,10 +432,11 @@ def test_resume_between_and_after_fakeln_removals_continues_the_same_run_bitwise
     and sigma EMA comes back, and so do the block order and the dropout masks."""
     common = [ROOT / 'config' / 'finetune_gpt2_s_fakeln.py', *FINETUNE_TINY, f'--init_from={tiny_gpt2}',
               f'--data_dir={owt_dir}', f'--out_dir={tmp_path}']
-    run('train.py', *common, f'--stop_iter={stop}')
+    one_thread = {'OMP_NUM_THREADS': '1'}  # as the fixture's straight run (run_pairwise): bitwise needs the same
+    run('train.py', *common, f'--stop_iter={stop}', env=one_thread)
     removed = [r for m in GPT.from_checkpoint(str(tmp_path / 'ckpt.pt')).fakelns() for r in m.removed]
     assert 0 < sum(removed) < len(removed) if stop == 7 else all(removed)
-    run('train.py', *common, '--init_from=resume')
+    run('train.py', *common, '--init_from=resume', env=one_thread)
     assert_same_run(finetuned / 'fakeln', tmp_path)
 
 
@@ -602,7 +603,6 @@ def test_fig2_gradient_norms_split_the_attention_rows_by_head_count_under_groupe
     """Fig. 2's per-type gradient norms for a grouped-query model (4 query heads, 2 key/value heads of
     16 features): c_attn's rows are 64 of q, then 32 of k and 32 of v, and train.py's grad_q, grad_k
     and grad_v are the norms of those rows' gradients, averaged over the blocks."""
-    import torch
     ns = train_namespace(*TINY, '--n_kv_head=2', '--taper=none', '--aux_loss=none', f'--data_dir={data_dir}',
                          f'--out_dir={tmp_path}', '--eval_only')
     model = ns['raw_model']
