@@ -161,6 +161,9 @@ def chunks_of(data, split, chunk_len, vocab_size):
     if max_chunks:
         n_chunks = min(n_chunks, max_chunks)
     n_chunks -= n_chunks % batch_size  # Baroni's evaluation skips a last batch of fewer chunks
+    if len(data) < chunk_len:
+        fail(f"{data_dir}/{split}.bin holds {len(data)} tokens, less than one chunk of {chunk_len}: prepare it "
+             f"again with `python prepare_owt.py` (a file cut short, or too little text)")
     if n_chunks == 0:
         fail(f"{data_dir}/{split}.bin holds {len(data) // chunk_len} chunks of {chunk_len} tokens, fewer than "
              f"batch_size={batch_size}: lower --batch_size, or prepare more data with `python prepare_owt.py`")

@@ -341,6 +341,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'needs more than one CUDA GPU', None),
     ('gpu_check: out_dir of another script', 'gpu_check.py', ['--device=cpu', '--out_dir={root}/run'],
      'holds files that gpu_check.py did not write', None),
+    ('evaluate: a token file shorter than one chunk', 'evaluate.py', ['--init_from={root}/hf', '--data_dir={root}/owtshort',
+     '--device=cpu', '--batch_size=1'], 'holds 30 tokens, less than one chunk of 64', None),
     ('evaluate: a TinyStories checkpoint', 'evaluate.py', ['--out_dir={root}/run', '--data_dir={data}',
                                                            '--device=cpu'], 'evaluate.py scores OpenWebText', None),
     ('evaluate: HF name without network', 'evaluate.py', ['--init_from=gpt2', '--data_dir={data}', '--device=cpu'],
@@ -607,6 +609,8 @@ def make_workspace(root, data_dir):
         shutil.copytree(f'{root}/run', f'{root}/{name}')
         rows = open(f'{root}/{name}/log.jsonl').read().splitlines()
         open(f'{root}/{name}/log.jsonl', 'w').write('\n'.join(edit(rows)) + '\n')
+    shutil.copytree(f'{root}/owt', f'{root}/owtshort')  # a val.bin cut short of one chunk
+    np.arange(30, dtype=np.uint16).tofile(f'{root}/owtshort/val.bin')
     os.makedirs(f'{root}/nanogpt')  # nanoGPT's checkpoint layout: its GPTConfig has a 'bias' field
     torch.save(dict(model={'transformer.wte.weight': torch.zeros(512, 32)}, optimizer={}, iter_num=10,
                     model_args=dict(n_layer=2, n_head=2, n_embd=32, block_size=64, bias=False, vocab_size=512,
