@@ -298,6 +298,11 @@ def distributed(ctx, fsdp):
     return dict(metrics, ranks=nproc, plan_gb=planned_gb(args[1:] + (['--fsdp'] if fsdp else []), nproc))
 
 
+# The step each one reads from: the data, or the fine-tune it folds.
+NEEDS = {**{name: 'data' for name in ('train_eager', 'train_compile', 'ddp', 'fsdp')},
+         **{f'finetune_{p}': 'data' for p in PROTOCOLS}, **{f'fold_{p}': f'finetune_{p}' for p in ('alltaper', 'fakeln')}}
+
+
 def steps(ctx):
     """(name, function) in order; later steps read what earlier ones wrote."""
     listed = [('data', make_data), ('train_eager', train_eager), ('train_compile', train_compile),
@@ -379,6 +384,11 @@ def main():
                  f"own: choose a new or empty --out_dir")
     if not only:
         previous = {}
+    for name in chosen:  # a step reads what an earlier one wrote: that one runs now, or ran here before
+        need = NEEDS.get(name)
+        if need and need not in chosen and not previous.get(need, {}).get('ok'):
+            fail(f"the {name} step reads what the {need} step writes, which has not run in {root}: add {need} "
+                 f"to --only, or drop --only to run every step")
     if os.path.isdir(root) and os.listdir(root) and not os.path.isfile(f'{root}/report.json'):
         fail(f"{root} holds files that gpu_check.py did not write (it has no report.json): choose a new or "
              f"empty --out_dir")

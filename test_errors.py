@@ -339,6 +339,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
                                                                   '--split=train'], "beyond the model's vocabulary of 512", None),
     ('gpu_check: ddp on fewer than two GPUs', 'gpu_check.py', ['--device=cpu', '--only=ddp', '--out_dir={root}/gc'],
      'needs more than one CUDA GPU', None),
+    ('gpu_check: a fold without its fine-tune', 'gpu_check.py', ['--device=cpu', '--only=fold_alltaper',
+     '--out_dir={root}/gc2'], 'reads what the finetune_alltaper step writes, which has not run in', None),
     ('gpu_check: out_dir of another script', 'gpu_check.py', ['--device=cpu', '--out_dir={root}/run'],
      'holds files that gpu_check.py did not write', None),
     ('evaluate: a token file shorter than one chunk', 'evaluate.py', ['--init_from={root}/hf', '--data_dir={root}/owtshort',
