@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags
-from model import GPT, load_checkpoint, taper_note
+from model import GPT, folded_note, load_checkpoint, taper_note
 from tokens import data_tokenizer, load_tokenizer, open_tokens, read_meta, same_tokenizer
 
 
@@ -347,6 +347,8 @@ def main(argv=None):
         model.set_gate(0.0)
         if taper_note(ckpt):
             print(taper_note(ckpt))
+    if folded_note(ckpt):
+        print(folded_note(ckpt))
     data_dir = args.data_dir or (ckpt.get('config') or {}).get('data_dir')
     if not data_dir:
         fail(f"{path} names no data folder: pass --data_dir, the folder the run was trained on")

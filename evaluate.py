@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from configurator import FlagError, configure_globals, flag
 from hf import from_pretrained, init_from_conflict, is_export, tokenizer_reference
-from model import GPT, load_checkpoint, pick_device, taper_note
+from model import GPT, folded_note, load_checkpoint, pick_device, taper_note
 from tokens import open_tokens, read_meta
 
 # -----------------------------------------------------------------------------
@@ -106,6 +106,8 @@ def load_model():
         fail(f"cannot evaluate: {e}")
     if model.tapered_norms() and taper_note(checkpoint):
         print(taper_note(checkpoint))
+    if folded_note(checkpoint):
+        print(folded_note(checkpoint))
     config = model.config
     folded = ', folded' if config.folded else ''
     if getattr(config, 'fakeln', False):

@@ -401,6 +401,22 @@ def unknown_fields(model_args):
     return sorted(set(model_args) - set(GPTConfig.__dataclass_fields__)) if isinstance(model_args, dict) else []
 
 
+def folded_note(ckpt):
+    """For a folded checkpoint whose run has trained on since it was folded, the line to print before
+    using it; None otherwise."""
+    source = ckpt.get('folded_from')
+    if not (isinstance(source, str) and os.path.isfile(source)) or not isinstance(ckpt.get('iter_num'), int):
+        return None
+    try:
+        now = torch.load(source, map_location='cpu', weights_only=True, mmap=True).get('iter_num')
+    except Exception:  # the source is unreadable: the folded checkpoint stands on its own
+        return None
+    if not (isinstance(now, int) and now > ckpt['iter_num']):
+        return None
+    return (f"note: this model was folded from iter {ckpt['iter_num']} of {source}, which has since trained to iter "
+            f"{now}: fold it again (python fold.py --out_dir={os.path.dirname(source)}) to use the latest")
+
+
 def taper_note(ckpt):
     """For a checkpoint saved while its taper was under way, the line to print before using it at
     g = 0, where training has not been yet; None otherwise."""

@@ -20,7 +20,7 @@ import torch
 
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
 from configurator import FlagError, configure_globals, flag
-from model import GPT, load_checkpoint, pick_device, taper_note
+from model import GPT, folded_note, load_checkpoint, pick_device, taper_note
 from tokens import load_tokenizer
 
 # -----------------------------------------------------------------------------
@@ -112,6 +112,8 @@ if model.started and model.tapered_norms():
     print("sampling the tapered model at g = 0")
     if init_from == 'resume' and taper_note(checkpoint):
         print(taper_note(checkpoint))
+if init_from == 'resume' and folded_note(checkpoint):
+    print(folded_note(checkpoint))
 x = torch.tensor(prompt, dtype=torch.long, device=device)[None].repeat(num_samples, 1)
 use_bf16 = device.startswith('cuda') and dtype == 'bfloat16'
 ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()

@@ -180,3 +180,15 @@ def test_a_resume_applies_changed_optimizer_settings(data_dir, tmp_path):
     groups = torch.load(out / 'ckpt.pt', weights_only=True)['optimizer']['param_groups']
     assert groups[0]['weight_decay'] == 0.1 and groups[1]['weight_decay'] == 0.0
     assert all(tuple(g['betas']) == (0.9, 0.99) for g in groups)
+
+
+def test_a_folded_checkpoint_older_than_its_run_is_noted(tmp_path):
+    """sample.py, evaluate.py and diagnose.py print model.folded_note before using a folded checkpoint
+    whose run has trained on since the fold (a note, not a refusal: the older model is still valid)."""
+    import torch
+    from model import folded_note
+    torch.save({'iter_num': 40, 'model': {}}, tmp_path / 'ckpt.pt')
+    folded = {'folded_from': str(tmp_path / 'ckpt.pt'), 'iter_num': 20}
+    assert 'folded from iter 20' in folded_note(folded) and 'trained to iter 40' in folded_note(folded)
+    assert folded_note(folded | {'iter_num': 40}) is None  # folded from the run's last checkpoint
+    assert folded_note(folded | {'folded_from': str(tmp_path / 'gone.pt')}) is None
