@@ -129,6 +129,15 @@ def pretrained_config(name_or_dir, block_size=None, **overrides):
     return (gpt2_config if hc.model_type == 'gpt2' else llama_config)(name_or_dir, hc, block_size, overrides)
 
 
+def shaped(name_or_dir, **fields):
+    """GPTConfig(**fields) of an HF config; its own checks' sentence names the file the shape came from."""
+    try:
+        return GPTConfig(**fields)
+    except ValueError as e:
+        raise ValueError(f"{name_or_dir}'s config.json gives a model this repository refuses ({e}): fix or "
+                         f"replace that folder") from None
+
+
 def from_pretrained(name_or_dir, block_size=None, **overrides):
     """
     A GPT holding the weights of an HF GPT-2 ('gpt2' ... 'gpt2-xl') or Llama-family model (a hub name or
@@ -165,9 +174,9 @@ def gpt2_config(name_or_dir, hc, block_size, overrides):
         refuse('add_cross_attention', True, "this is a decoder-only model, without cross-attention")
     if block_size not in (None, hc.n_positions):
         raise ValueError(f"a GPT-2 keeps its learned context of {hc.n_positions}: drop block_size={block_size}")
-    return GPTConfig(arch='gpt2', norm='layernorm', block_size=hc.n_positions, vocab_size=hc.vocab_size,
-                     n_layer=hc.n_layer, n_head=hc.n_head, n_embd=hc.n_embd, norm_eps=hc.layer_norm_epsilon,
-                     **overrides)
+    return shaped(name_or_dir, arch='gpt2', norm='layernorm', block_size=hc.n_positions, vocab_size=hc.vocab_size,
+                  n_layer=hc.n_layer, n_head=hc.n_head, n_embd=hc.n_embd, norm_eps=hc.layer_norm_epsilon,
+                  **overrides)
 
 
 def llama_config(name_or_dir, hc, block_size, overrides):
@@ -196,12 +205,12 @@ def llama_config(name_or_dir, hc, block_size, overrides):
     if block_size is not None and not 0 < block_size <= context:
         raise ValueError(f"block_size={block_size} must lie in [1, {context}], {name_or_dir}'s context "
                          f"(max_position_embeddings)")
-    return GPTConfig(arch='llama', norm='rmsnorm', block_size=block_size or context,
-                     vocab_size=hc.vocab_size, n_layer=hc.num_hidden_layers, n_head=hc.num_attention_heads,
-                     n_kv_head=hc.num_key_value_heads or hc.num_attention_heads, n_embd=hc.hidden_size,
-                     mlp_hidden=hc.intermediate_size, norm_eps=hc.rms_norm_eps, rope_theta=rope['rope_theta'],
-                     rope_scaling=scaling, tied_head=hc.tie_word_embeddings,
-                     attn_bias=hc.attention_bias, mlp_bias=getattr(hc, 'mlp_bias', False), **overrides)
+    return shaped(name_or_dir, arch='llama', norm='rmsnorm', block_size=block_size or context,
+                  vocab_size=hc.vocab_size, n_layer=hc.num_hidden_layers, n_head=hc.num_attention_heads,
+                  n_kv_head=hc.num_key_value_heads or hc.num_attention_heads, n_embd=hc.hidden_size,
+                  mlp_hidden=hc.intermediate_size, norm_eps=hc.rms_norm_eps, rope_theta=rope['rope_theta'],
+                  rope_scaling=scaling, tied_head=hc.tie_word_embeddings,
+                  attn_bias=hc.attention_bias, mlp_bias=getattr(hc, 'mlp_bias', False), **overrides)
 
 
 def copy_weights(model, weights, name_or_dir):

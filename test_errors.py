@@ -178,6 +178,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('meta.json with a vocab_size in words', 'train.py', [*T, '--data_dir={root}/strmeta'], 'not a positive whole number', None),
     ('HF name without network', 'train.py', [*T, *GPT2_HF, '--init_from=gpt2'], 'could not download gpt2', OFFLINE),
     ('HF folder that does not exist', 'train.py', [*T, *GPT2_HF, '--init_from={root}/no_model'], 'no folder at', None),
+    ('HF Llama whose heads do not group', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama_kv3'],
+     "llama_kv3's config.json gives a model this repository refuses (n_head=4 is not a multiple of n_kv_head=3", None),
     ('HF Llama with a GELU MLP', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama_gelu'],
      "sets hidden_act='gelu', which this model cannot compute", None),
     ('HF Llama unlike the config', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama'],
@@ -686,6 +688,7 @@ def make_workspace(root, data_dir):
     llama = dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)
     LlamaForCausalLM(LlamaConfig(**llama, num_key_value_heads=2)).save_pretrained(f'{root}/llama')
     LlamaConfig(**llama, hidden_act='gelu').save_pretrained(f'{root}/llama_gelu')
+    LlamaConfig(**llama, num_key_value_heads=3).save_pretrained(f'{root}/llama_kv3')
     shutil.copytree(f'{root}/llama', f'{root}/llama_cut')
     whole = open(f'{root}/llama/model.safetensors', 'rb').read()
     open(f'{root}/llama_cut/model.safetensors', 'wb').write(whole[:len(whole) // 2])
