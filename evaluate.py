@@ -200,6 +200,10 @@ present = [(key, name, split) for key, name, split in SETS if os.path.isfile(f"{
 if not present:
     fail(f"{data_dir} has none of val.bin, pile.bin, pile_filtered.bin: write them with `python prepare_owt.py`, "
          f"or pass the --data_dir it wrote")
+missing = [f"{split}.bin" for key, name, split in SETS if (key, name, split) not in present]
+if missing:  # scored as '-': said, so that a missing set is not read as one left out on purpose
+    print(f"note: {data_dir} has no {' or '.join(missing)}, so the table shows '-' for "
+          f"{'it' if len(missing) == 1 else 'them'} (prepare_owt.py writes the Pile sets unless --skip_pile)")
 try:
     meta = read_meta(data_dir)
 except ValueError as e:
