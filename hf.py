@@ -82,7 +82,13 @@ def load_hf(hf_class, name_or_dir):
                          f"save_pretrained: read it with --init_from=resume --out_dir={name_or_dir}")
     if os.path.isdir(name_or_dir):  # whatever a damaged local folder raises (a truncated safetensors file too)
         try:
-            return hf_class.from_pretrained(name_or_dir)
+            return fitting(hf_class, name_or_dir)
+        except ValueError as e:
+            if str(e).startswith(str(name_or_dir)):
+                raise
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise ValueError(f"transformers could not read {name_or_dir} ({reason}): write it again with "
+                             f"save_pretrained, or download it again") from None
         except Exception as e:
             reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise ValueError(f"transformers could not read {name_or_dir} ({reason}): write it again with "
@@ -95,6 +101,29 @@ def load_hf(hf_class, name_or_dir):
             raise
         raise ValueError(f"could not download {name_or_dir}: no network, or no such model on the hub; "
                          f"pass a local directory written by save_pretrained") from None
+
+
+def fitting(hf_class, name_or_dir):
+    """hf_class.from_pretrained(name_or_dir), refusing a model whose weights do not fit its config:
+    transformers would fill the missing ones with random values and only log a report."""
+    from transformers import PreTrainedModel
+    from transformers.utils import logging
+    if not (isinstance(hf_class, type) and issubclass(hf_class, PreTrainedModel)):
+        return hf_class.from_pretrained(name_or_dir)
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity_error()  # its load report: said below in one sentence instead
+    try:
+        model, info = hf_class.from_pretrained(name_or_dir, output_loading_info=True)
+    finally:
+        logging.set_verbosity(verbosity)
+    bad = [k for k in ('missing_keys', 'unexpected_keys', 'mismatched_keys') if info.get(k)]
+    if bad:
+        example = sorted(info[bad[0]])[0]
+        example = example if isinstance(example, str) else example[0]
+        raise ValueError(f"{name_or_dir}'s weights do not fit its config.json ({len(info[bad[0]])} "
+                         f"{bad[0].replace('_', ' ')}, e.g. {example}): write the folder again with save_pretrained "
+                         f"from the model it holds")
+    return model
 
 
 def tokenizer_reference(name_or_dir):

@@ -180,6 +180,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('HF folder that does not exist', 'train.py', [*T, *GPT2_HF, '--init_from={root}/no_model'], 'no folder at', None),
     ('HF Llama whose heads do not group', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama_kv3'],
      "llama_kv3's config.json gives a model this repository refuses (n_head=4 is not a multiple of n_kv_head=3", None),
+    ('HF Llama folder holding a GPT-2\'s weights', 'train.py', [*T, *LLAMA_HF, '--n_kv_head=2',
+     '--init_from={root}/llama_mixed'], "llama_mixed's weights do not fit its config.json", None),
     ('HF Llama with a GELU MLP', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama_gelu'],
      "sets hidden_act='gelu', which this model cannot compute", None),
     ('HF Llama unlike the config', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama'],
@@ -693,6 +695,8 @@ def make_workspace(root, data_dir):
     whole = open(f'{root}/llama/model.safetensors', 'rb').read()
     open(f'{root}/llama_cut/model.safetensors', 'wb').write(whole[:len(whole) // 2])
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64)).save_pretrained(f'{root}/hf50k')
+    shutil.copytree(f'{root}/llama', f'{root}/llama_mixed')  # a Llama config beside a GPT-2's weights
+    shutil.copy(f'{root}/hf50k/model.safetensors', f'{root}/llama_mixed/model.safetensors')
     os.symlink(f'{root}/loopB', f'{root}/loopA')
     os.symlink(f'{root}/loopA', f'{root}/loopB')
     os.makedirs(f'{root}/no_wandb/wandb')
