@@ -29,7 +29,7 @@ from tqdm import tqdm
 from configurator import FlagError, configure_globals, flag
 from hf import from_pretrained, init_from_conflict, is_export, tokenizer_reference
 from model import GPT, folded_note, load_checkpoint, pick_device, taper_note
-from tokens import open_tokens, read_meta
+from tokens import data_tokenizer, open_tokens, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
 init_from = flag('resume', "'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family name or "
@@ -121,8 +121,9 @@ def load_model():
 
 
 def check_tokenizer(ref, meta):
-    """The data must be in the model's own tokens: GPT-2's BPE for GPT-2, the same HF tokenizer
-    (tokenizer.json) for an HF model. A TinyStories checkpoint (SentencePiece) is refused."""
+    """The data must be in the model's own tokens: GPT-2's BPE for GPT-2, a tokenizer that encodes as the
+    model's own does for an HF model (tokens.same_tokenizer). A TinyStories checkpoint (SentencePiece)
+    is refused; its HF export, whose tokenizer.json encodes as the run's SentencePiece model, is not."""
     kind = (ref or {}).get('kind')
     if kind not in ('tiktoken', 'hf'):
         fail(f"cannot evaluate a model with a {kind} tokenizer: evaluate.py scores OpenWebText in GPT-2's or "
@@ -130,17 +131,12 @@ def check_tokenizer(ref, meta):
     if not meta:
         print(f"note: {data_dir} has no meta.json, so its tokens are taken to be GPT-2's, unchecked")
     data_kind = meta.get('tokenizer', 'tiktoken')  # prepare_owt.py's GPT-2 data
-    if kind == 'hf' and data_kind == 'hf':
-        path = os.path.join(data_dir, str(meta.get('tokenizer_dir')), 'tokenizer.json')
-        try:
-            with open(path, encoding='utf-8') as f:
-                theirs = json.loads(f.read())
-        except (OSError, ValueError):
-            fail(f"cannot evaluate: {path}, the tokenizer of {data_dir}, is missing or not JSON: prepare the "
-                 f"data again with `python prepare_owt.py --tokenizer=<the model>`")
-        if theirs == json.loads(ref['json']):
-            return
-    elif kind == data_kind:
+    try:
+        theirs = data_tokenizer(data_dir, meta) or dict(kind='tiktoken', name='gpt2')
+    except (OSError, ValueError, KeyError):
+        fail(f"cannot evaluate: the tokenizer of {data_dir} (its meta.json names {data_kind}) is missing or "
+             f"damaged: prepare the data again with `python prepare_owt.py --tokenizer=<the model>`")
+    if same_tokenizer(ref, theirs):
         return
     theirs = meta.get('tokenizer_name', 'GPT-2' if data_kind == 'tiktoken' else data_kind)
     fail(f"cannot evaluate: {data_dir} holds {theirs} tokens, not the model's own ({kind or 'unknown'} "

@@ -126,12 +126,26 @@ def fitting(hf_class, name_or_dir):
     return model
 
 
+def gpt2_vocabulary(path):
+    """Whether the tokenizer.json at path has GPT-2's 50,257 tokens (a damaged file: taken to be GPT-2's,
+    as the folder's model type says)."""
+    from tokenizers import Tokenizer
+    try:
+        return Tokenizer.from_file(path).get_vocab_size(with_added_tokens=True) == 50257
+    except Exception:  # tokenizers raises its own exception types
+        return True
+
+
 def tokenizer_reference(name_or_dir):
     """The checkpoint's tokenizer reference for an HF model (see train.py): GPT-2's BPE by name, any
-    other model's own fast tokenizer as its tokenizer.json text."""
+    other model's own fast tokenizer as its tokenizer.json text. A GPT-2 folder whose tokenizer.json
+    holds another vocabulary than GPT-2's 50,257 tokens (fold.py's export of a run trained on other
+    tokens) reads its own."""
     from transformers import AutoConfig, AutoTokenizer
     if load_hf(AutoConfig, name_or_dir).model_type == 'gpt2':
-        return dict(kind='tiktoken', name='gpt2')
+        own = os.path.join(name_or_dir, 'tokenizer.json')
+        if not os.path.isfile(own) or gpt2_vocabulary(own):
+            return dict(kind='tiktoken', name='gpt2')
     files = ('tokenizer.json', 'tokenizer_config.json', 'tokenizer.model')
     if os.path.isdir(name_or_dir) and not any(os.path.isfile(os.path.join(name_or_dir, f)) for f in files):
         raise ValueError(f"{name_or_dir} holds no tokenizer files ({', '.join(files)}): save the model's tokenizer "

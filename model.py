@@ -86,6 +86,15 @@ class GPTConfig:
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise ValueError(f"{key}={getattr(self, key)} must lie in [0, 1)")
 
+    def resolved(self, key):
+        """The value a shape field takes in the model: n_kv_head 0 is n_head, mlp_hidden 0 the LLaMA
+        rule (GPT-2's MLP is always 4d)."""
+        if key == 'n_kv_head':
+            return self.n_kv_head or self.n_head
+        if key == 'mlp_hidden':
+            return 4 * self.n_embd if self.arch == 'gpt2' else self.mlp_hidden or 32 * math.ceil(8 * self.n_embd / 3 / 32)
+        return getattr(self, key)
+
     @property
     def final_norm_removed(self):
         """ln_f leaves the model too (All-Taper, FakeLN): a folded model then needs its own head."""
@@ -472,7 +481,7 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         bias = config.arch == 'gpt2' or config.attn_bias
         self.n_head = config.n_head
-        self.n_kv_head = config.n_kv_head or config.n_head  # grouped-query attention below n_head
+        self.n_kv_head = config.resolved('n_kv_head')  # grouped-query attention below n_head
         self.head_size = config.n_embd // config.n_head
         self.q_size, self.kv_size = config.n_embd, self.n_kv_head * self.head_size
         # the QKV projection, one matrix: rows [q | k | v] of q_size, kv_size and kv_size
@@ -524,7 +533,7 @@ class SwiGLU(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        hidden = config.mlp_hidden or 32 * math.ceil(8 * config.n_embd / 3 / 32)
+        hidden = config.resolved('mlp_hidden')
         self.w1 = nn.Linear(config.n_embd, hidden, bias=config.mlp_bias)  # gate
         self.w3 = nn.Linear(config.n_embd, hidden, bias=config.mlp_bias)  # up
         self.w2 = nn.Linear(hidden, config.n_embd, bias=config.mlp_bias)  # down

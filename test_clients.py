@@ -76,6 +76,39 @@ def test_every_export_carries_a_tokenizer_that_encodes_as_the_run_did(export):
     assert (hf_dir / 'README.md').read_text().count('| float16 |') == 1  # the card's measured table
 
 
+def test_the_scripts_read_an_export_as_its_runs_own_tokenizer(export, tmp_path):
+    """train.py, evaluate.py and diagnose.py accept an export on its run's own data: tokens.same_tokenizer
+    finds the export's tokenizer.json (as hf.tokenizer_reference reads it) and the run's tokenizer
+    alike by what they encode, and a tokenizer of the same size trained on other text unlike. A
+    GPT-2-shaped folder whose tokenizer.json is not GPT-2's is read as its own, not as tiktoken's."""
+    import sentencepiece as spm
+    from transformers import AutoTokenizer, GPT2Config
+    from hf import tokenizer_reference
+    from tokens import hf_tokenizer, same_tokenizer
+    arch, run_dir, hf_dir = export
+    ours, theirs = our_model(run_dir)[1]['tokenizer'], tokenizer_reference(str(hf_dir))
+    assert same_tokenizer(ours, theirs) and same_tokenizer(theirs, ours)
+    if arch == 'gpt2':
+        assert theirs == dict(kind='tiktoken', name='gpt2')
+        return
+    assert (ours['kind'], theirs['kind']) == ('sentencepiece', 'hf')
+    size = spm.SentencePieceProcessor(model_proto=ours['model'].numpy().tobytes()).get_piece_size()
+    spm.SentencePieceTrainer.train(
+        input=str(SHARED / 'tinystories' / 'valid_sample.txt'), model_prefix=str(tmp_path / 'other'),
+        vocab_size=size, model_type='bpe', byte_fallback=True, normalization_rule_name='identity',
+        character_coverage=1.0, split_digits=True, minloglevel=2)
+    other = dict(kind='sentencepiece', model=torch.frombuffer(bytearray((tmp_path / 'other.model').read_bytes()),
+                                                              dtype=torch.uint8))
+    other_hf = hf_tokenizer(other)
+    other_hf = dict(kind='hf', json=other_hf.backend_tokenizer.to_str(), eos_id=other_hf.eos_token_id)
+    assert not same_tokenizer(other_hf, ours) and not same_tokenizer(other, theirs)
+    gpt2_shaped = tmp_path / 'gpt2-shaped'
+    GPT2Config(vocab_size=size, n_layer=1, n_head=1, n_embd=8).save_pretrained(gpt2_shaped)
+    AutoTokenizer.from_pretrained(hf_dir).save_pretrained(gpt2_shaped)
+    read = tokenizer_reference(str(gpt2_shaped))
+    assert read['kind'] == 'hf' and same_tokenizer(ours, read)
+
+
 @pytest.mark.parametrize('dtype', DTYPES, ids=lambda d: str(d).removeprefix('torch.'))
 def test_pipeline_needs_nothing_else_and_matches_the_float64_model_in_every_dtype(export, dtype):
     """pipeline('text-generation', model=<export>) with only a dtype: in float32 its greedy text is

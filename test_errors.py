@@ -689,6 +689,7 @@ def make_workspace(root, data_dir):
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
     llama = dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)
     LlamaForCausalLM(LlamaConfig(**llama, num_key_value_heads=2)).save_pretrained(f'{root}/llama')
+    LlamaForCausalLM(LlamaConfig(**llama)).save_pretrained(f'{root}/llama_mha')  # a key/value head per query head
     LlamaConfig(**llama, hidden_act='gelu').save_pretrained(f'{root}/llama_gelu')
     LlamaConfig(**llama, num_key_value_heads=3).save_pretrained(f'{root}/llama_kv3')
     shutil.copytree(f'{root}/llama', f'{root}/llama_cut')
@@ -754,6 +755,9 @@ ACCEPTED = [  # (case, script, arguments, environment)
     ('an OpenMP thread count per nesting level', 'train.py', [*T, '--memory_plan'], {'OMP_NUM_THREADS': '1,1'}),
     ('a config file with a helper variable and a pathlib.Path', 'train.py', ['{root}/helper.py', *T, '--memory_plan'],
      None),
+    ("n_kv_head=0 (n_head's) for an HF Llama with a key/value head per query head", 'train.py',
+     [*T, *LLAMA_HF, '--init_from={root}/llama_mha', '--out_dir={root}/mha_run', '--max_iters=2', '--warmup_iters=1',
+      '--taper_start=1', '--taper_end=2', '--lr_decay_iters=2', '--eval_interval=2'], None),
 ]
 
 

@@ -121,17 +121,48 @@ def data_tokenizer(data_dir, meta, arch=None):
     return None
 
 
+# Texts both tokenizers of a pair must encode alike (same_tokenizer): words, digits, punctuation,
+# runs of spaces, line breaks, accents and characters outside any small vocabulary.
+PROBES = ('Once upon a time, there was a little girl named Lily. She saw 3 big dogs!',
+          '"Hello," said Tom.  Two  spaces,\ttabs and\n\nnew lines; numbers 2024 and 3.14159.',
+          'Caf\u00e9 na\u00efve \u00fcber \u2014 \u6f22\u5b57 \U0001f642 <|endoftext|> def f(x): return x**2')
+
+
 def same_tokenizer(a, b):
-    """Whether two tokenizer references decode ids alike (a checkpoint from before references: yes)."""
+    """Whether two tokenizer references encode and decode alike (a checkpoint from before references:
+    yes). References of one kind compare their files; references of two kinds (a run's SentencePiece
+    model and the tokenizer.json fold.py exported from it) compare what they do: the same vocabulary
+    size and the same ids for every text of PROBES."""
     if a is None or b is None:
         return True
     if a.get('kind') != b.get('kind'):
-        return False
+        return encodes_alike(a, b)
     if a['kind'] == 'sentencepiece':
         return torch.equal(torch.as_tensor(a['model']), torch.as_tensor(b['model']))
     if a['kind'] == 'hf':  # the same vocabulary and merges, however the JSON was laid out
         return json.loads(a['json']).get('model') == json.loads(b['json']).get('model')
     return a.get('name') == b.get('name')
+
+
+def vocab_size_of(ref):
+    """How many ids a tokenizer reference's tokenizer has, its special tokens included."""
+    if ref.get('kind') == 'sentencepiece':
+        import sentencepiece as spm
+        return spm.SentencePieceProcessor(model_proto=ref['model'].numpy().tobytes()).get_piece_size()
+    if ref.get('kind') == 'hf':
+        from tokenizers import Tokenizer
+        return Tokenizer.from_str(ref['json']).get_vocab_size(with_added_tokens=True)
+    return gpt2_encoding().n_vocab
+
+
+def encodes_alike(a, b):
+    """Whether the tokenizers of two references of different kinds have the same vocabulary size and
+    give the same ids for every text of PROBES; False when either cannot be loaded here."""
+    try:
+        encoders = [load_tokenizer(ref)[0] for ref in (a, b)]  # checks each reference first
+    except SystemExit:  # a damaged reference, or tiktoken's files out of reach
+        return False
+    return vocab_size_of(a) == vocab_size_of(b) and all(encoders[0](text) == encoders[1](text) for text in PROBES)
 
 
 # tiktoken's GPT-2 files, which it caches under the sha1 of their address

@@ -579,11 +579,12 @@ else:
         pretrained = pretrained_config(init_from, **settings)  # config.json alone: refusals come before the weights
         if block_size > pretrained.block_size:
             fail(f"block_size={block_size} exceeds {init_from}'s context of {pretrained.block_size}")
+        ours_config = GPTConfig(**model_args)  # 0 for n_kv_head or mlp_hidden: their rule, as the model reads it
         for key in ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head'):
             ours, theirs = config[key], getattr(pretrained, key)
-            if ours != theirs:
+            if ours_config.resolved(key) != pretrained.resolved(key):
                 fail(f"{init_from} has {key}={theirs!r} but the config says {key}={ours!r}: set --{key}={theirs!r} "
-                     f"(a resume checks the config's shape against the checkpoint)")
+                     f"(the config's shape must be the model's)")
         model = from_pretrained(init_from, **settings)
     except (OSError, ValueError, KeyError) as e:
         fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))  # a KeyError's str() is quoted
