@@ -41,7 +41,8 @@ class Flag:
     inclusively, above/below exclusively; choices lists the strings it takes; items makes it a
     comma-separated list (a tuple) of that type, of `length` items if given, each item once if unique;
     path='out' makes it a folder the script will write, path='file' a file and path='dir' a folder it
-    reads, which must exist and be of that kind (path='text': a file of text, not a compressed one); a
+    reads, which must exist and be of that kind (path='text': a file of text, not a compressed one;
+    path='run': a run's folder that only some modes read, so it may be absent, but is never a file); a
     default of None means "not set" (type then says what it takes); required means it has no default."""
 
     def __init__(self, default, help, *, type=None, min=None, max=None, above=None, below=None,
@@ -181,9 +182,11 @@ COMPRESSED = {b'\x1f\x8b': ('gzip', 'gunzip -c', '.gz'), b'BZh': ('bzip2', 'bunz
 
 def checked_input(key, path, kind):
     """A file (kind 'file', or 'text' for a text file) or folder (kind 'dir') the script reads: named,
-    there, and of that kind."""
+    there, and of that kind. Kind 'run': a run's folder, absent or a folder."""
     if kind is None:
         return path
+    if kind == 'run':
+        return checked_input(key, path, 'dir') if os.path.lexists(path) or not path.strip() else path
     if kind == 'text':
         checked_input(key, path, 'file')
         with open(path, 'rb') as f:
@@ -203,7 +206,8 @@ def checked_input(key, path, kind):
     if kind == 'file' and os.path.isdir(path):
         raise FlagError(f"{key}={path} is a folder, not a file: name the file itself")
     if kind == 'dir' and os.path.isfile(path):
-        raise FlagError(f"{key}={path} is a file, not a folder: name the folder that holds it")
+        raise FlagError(f"{key}={path} is a file, not a folder: name the folder that holds it "
+                        f"({os.path.dirname(os.path.abspath(path))})")
     if not os.path.exists(path):
         raise FlagError(f"{key}={path}: no such {noun}; check the path")
     return path
@@ -217,7 +221,9 @@ def checked_path(key, path):
         raise FlagError(f"{key}={path} is a broken symbolic link (to {os.readlink(path)}): remove it, or name "
                         f"another folder")
     if os.path.exists(path) and not os.path.isdir(path):
-        raise FlagError(f"{key}={path} is a file, not a folder: name a folder to write into")
+        hint = f"the run's folder ({os.path.dirname(os.path.abspath(path))}), not its checkpoint" \
+            if path.endswith('.pt') else "a folder to write into"
+        raise FlagError(f"{key}={path} is a file, not a folder: name {hint}")
     parent = os.path.abspath(path)
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)

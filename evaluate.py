@@ -34,7 +34,7 @@ from tokens import data_tokenizer, open_tokens, read_meta, same_tokenizer
 # -----------------------------------------------------------------------------
 init_from = flag('resume', "'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family name or "
                  "save_pretrained folder (hf.py)")
-out_dir = flag('out', "the run's folder, with init_from='resume'")
+out_dir = flag('out', "the run's folder, with init_from='resume'", path='run')
 ckpt = flag('ckpt.pt', "the checkpoint file in out_dir: ckpt.pt, or ckpt_folded.pt (fold.py)")
 data_dir = flag('data/openwebtext', "folder of val.bin, pile.bin and pile_filtered.bin (prepare_owt.py)")
 batch_size = flag(8, "chunks per forward pass; a last, smaller batch is left out", min=1)

@@ -26,7 +26,7 @@ from tokens import load_tokenizer
 # -----------------------------------------------------------------------------
 init_from = flag('resume', "'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family name or "
                  "save_pretrained folder (hf.py)")
-out_dir = flag('out', "the run's folder, with init_from='resume'")
+out_dir = flag('out', "the run's folder, with init_from='resume'", path='run')
 ckpt = flag('ckpt.pt', "the checkpoint file in out_dir: ckpt.pt, or ckpt_folded.pt (fold.py)")
 start = flag('', "the prompt, or FILE:path to read it from a text file")
 num_samples = flag(3, "samples to draw", min=1)
