@@ -12,6 +12,7 @@ every step, and tapered models evaluated at g = 0.
 
 import atexit
 import functools
+import inspect
 import json
 import math
 import os
@@ -763,9 +764,12 @@ if compile:
     model = torch.compile(model)
 if ddp and not fsdp:
     # Tapered runs leave gammatilde (before taper start) or gamma (at g = 0) out of the graph.
-    # Buffers are not broadcast: each rank's pending EMA sums must stay its own until step_emas().
+    # Buffers are not synced at each forward: each rank's pending EMA sums must stay its own until
+    # step_emas(). (They are equal on every rank as DDP starts; torch 2.13 renamed the argument.)
+    no_buffer_sync = dict(forward_sync_buffers=False) if 'forward_sync_buffers' in \
+        inspect.signature(DDP.__init__).parameters else dict(broadcast_buffers=False)
     model = DDP(model, device_ids=[int(os.environ['LOCAL_RANK'])] if device_type == 'cuda' else None,
-                find_unused_parameters=taper != 'none', broadcast_buffers=False)
+                find_unused_parameters=taper != 'none', **no_buffer_sync)
 
 
 @torch.no_grad()
