@@ -4,7 +4,10 @@ seen in training, the report must point at that token and show the residual stre
 the layers at its position.
 """
 
+import contextlib
+import io
 import json
+import os
 from dataclasses import asdict
 
 import numpy as np
@@ -170,6 +173,18 @@ def test_reproduction_docs_are_what_reproduce_py_wrote():
     assert len(readme_rows) >= 4 and [row for row in readme_rows if row not in written] == []
     report = [line for line in results.split('```text')[1].split('```')[0].splitlines() if line.strip()]
     assert report and set(report) <= set((ROOT / 'assets' / 'diagnose.txt').read_text().splitlines())
+    # the training-loss gaps shown are what the snippet beside them prints from the committed logs
+    snippet, after = results.split('```python\n')[1].split('```\n', 1)
+    shown = after.split('```\n')[1]  # the next fenced block: its output
+    printed = io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(snippet, {})
+    finally:
+        os.chdir(cwd)
+    assert printed.getvalue().splitlines() == shown.splitlines()[1:]  # after its header line
 
 
 def brute_force_confidence(model, val, n):
