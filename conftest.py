@@ -5,8 +5,10 @@ dataset prepared once per session from the local sample in ../shared/data.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / 'shared' / 'data'
 os.environ.setdefault('TIKTOKEN_CACHE_DIR', str(SHARED / 'tiktoken'))  # GPT-2 BPE offline
+# One thread per process, here and in every script a test runs (set before torch is imported): the
+# tests' models are tiny, a second thread barely speeds them up, and `pytest -n auto` runs one test
+# file per core instead. A bitwise comparison then never depends on a thread count.
+os.environ['OMP_NUM_THREADS'] = '1'
 # A tiny model and schedule: 40 steps, warmup and taper start at 8, g = 0 from 32.
 TINY = ['--device=cpu', '--vocab_size=512', '--n_layer=2', '--n_head=4', '--n_embd=64',
         '--block_size=64', '--batch_size=8', '--max_iters=40', '--warmup_iters=8', '--taper_start=8',
@@ -31,15 +37,33 @@ def require_shared():
 # (seen twice in about 40 torchrun launches of a CI run; 0 of 12 alone). Its work is on disk, and the
 # tests compare it, so that abort alone does not fail a launch.
 TEARDOWN_ABORT = 'terminate called without an active exception'
+TIMEOUT = 600  # seconds a script may run in a test
+SERVER = []    # the session's ScriptServer, started at the first run()
 
 
-def run(script, *args, torchrun=0, check=True, env=None):
-    launcher = [sys.executable]
-    if torchrun:
-        launcher += ['-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={torchrun}']
-    proc = subprocess.run(launcher + [str(ROOT / script), *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600,
-                          env=None if env is None else {**os.environ, **env})
+def session_server():
+    if not SERVER:
+        import atexit
+        import tempfile
+        SERVER.append(ScriptServer(tempfile.mkdtemp(prefix='tapernorm-forks-')))
+        atexit.register(SERVER[0].close)
+    return SERVER[0]
+
+
+def run(script, *args, torchrun=0, check=True, env=None, fresh=False):
+    """`python script args` (or under torchrun): the CompletedProcess, after checking that it succeeded
+    unless check=False. Without torchrun, an environment of its own or fresh=True, it runs in a fork of
+    a warm interpreter (ScriptServer), which skips seconds of imports; TAPERNORM_TEST_FORKS=0 makes
+    every run a fresh process."""
+    if not (torchrun or env is not None or fresh or os.environ.get('TAPERNORM_TEST_FORKS') == '0'):
+        proc = session_server().run(script, *args)
+    else:
+        launcher = [sys.executable]
+        if torchrun:
+            launcher += ['-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={torchrun}']
+        proc = subprocess.run(launcher + [str(ROOT / script), *map(str, args)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=TIMEOUT,
+                              env=None if env is None else {**os.environ, **env})
     if check and proc.returncode != 0 and not (torchrun and TEARDOWN_ABORT in proc.stderr):
         raise AssertionError(f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
@@ -143,6 +167,7 @@ def serve():
     import atexit
     import importlib
     import runpy
+    import signal
     import traceback
     sys.path.insert(0, str(ROOT))
     for name in WARM:
@@ -157,6 +182,7 @@ def serve():
             for fd, path in ((1, request['out']), (2, request['err'])):
                 os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
             os.chdir(request['cwd'])
+            signal.alarm(TIMEOUT)  # as subprocess.run(timeout=TIMEOUT) would: a hung script is killed
             sys.argv = [request['script'], *request['args']]
             code = 0
             try:
@@ -181,27 +207,62 @@ def serve():
 
 
 class ScriptServer:
-    """run(script, *args) as conftest.run(check=False) does, in a fork of a warm interpreter."""
+    """run(script, *args) as conftest.run(check=False) does, in a fork of a warm interpreter started
+    with this process's environment; one script at a time (a lock), and only while that environment
+    is still this process's (else, and after the server has died, a plain subprocess)."""
 
     def __init__(self, scratch):
         self.scratch = Path(scratch)
         self.scratch.mkdir(parents=True, exist_ok=True)
+        self.env = dict(os.environ)
         self.proc = subprocess.Popen([sys.executable, '-c', 'import conftest; conftest.serve()'], cwd=ROOT,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      env={**os.environ, 'PYTHONPATH': str(ROOT)})
         self.count = 0
+        self.lock = threading.Lock()
 
     def run(self, script, *args):
+        if dict(os.environ) != self.env or self.proc.poll() is not None:
+            return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
+                                  capture_output=True, text=True, timeout=TIMEOUT)
+        with self.lock:
+            return self.forked(script, *args)
+
+    def forked(self, script, *args):
         self.count += 1
         out, err = self.scratch / f'{self.count}.out', self.scratch / f'{self.count}.err'
         request = dict(script=str(ROOT / script), args=[str(a) for a in args], cwd=str(ROOT), out=str(out),
                        err=str(err))
         self.proc.stdin.write(json.dumps(request) + '\n')
         self.proc.stdin.flush()
-        code = json.loads(self.proc.stdout.readline())['code']
-        return subprocess.CompletedProcess([script, *args], code, out.read_text(errors='replace'),
+        reply = self.proc.stdout.readline()
+        if not reply:
+            raise AssertionError(f"the script server died while running {script} {' '.join(map(str, args))}")
+        proc = subprocess.CompletedProcess([script, *args], json.loads(reply)['code'], out.read_text(errors='replace'),
                                            err.read_text(errors='replace'))
+        out.unlink()
+        err.unlink()
+        return proc
 
     def close(self):
         self.proc.stdin.close()
         self.proc.wait(timeout=60)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+# --- order --------------------------------------------------------------------------------------
+# Under `pytest -n auto --dist loadfile` each worker takes whole files, the next one as it finishes:
+# the longest go first so that no long file is left running alone at the end. (xdist would otherwise
+# order the files by their number of tests.)
+LONGEST_FIRST = ('test_train.py', 'test_errors.py', 'test_safety.py', 'test_clients.py', 'test_llama.py',
+                 'test_gpu_check.py', 'test_docs.py', 'test_data.py', 'test_diagnose.py')
+
+
+def pytest_configure(config):
+    if hasattr(config.option, 'loadscopereorder'):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's tests as written

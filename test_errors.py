@@ -724,7 +724,7 @@ def run_case(case, root, data_dir, server=None):
     if server is not None and not env:
         return server.run(script, *args)
     env = env and {k: v.format(root=root) for k, v in env.items()}
-    return run(script, *args, check=False, env=env)
+    return run(script, *args, check=False, env=env, fresh=True)
 
 
 FRESH_EVERY = 20  # every 20th row also runs as a plain subprocess: the forks must agree with it
