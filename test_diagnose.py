@@ -187,6 +187,20 @@ def test_reproduction_docs_are_what_reproduce_py_wrote():
     assert printed.getvalue().splitlines() == shown.splitlines()[1:]  # after its header line
 
 
+def test_every_figure_of_the_results_redraws_from_the_committed_logs(tmp_path):
+    """plot.py draws the figures of docs/reproduction.md again from assets/runs, the copies of the
+    runs' logs that reproduce.py keeps in the repository, with the commands the docs give."""
+    from conftest import ROOT
+    runs = sorted((ROOT / 'assets' / 'runs').iterdir())
+    paper = [r for r in runs if r.name.rsplit('-s', 1)[0] in ('baseline', 'internal', 'all')]
+    assert len(paper) == 9 and len(runs) > len(paper)
+    assert run('plot.py', *paper, f'--out_dir={tmp_path}').stdout.count('wrote') == 3
+    assert run('plot.py', *runs, f'--out_dir={tmp_path}', '--prefix=ablations_').stdout.count('wrote') == 3
+    doc = (ROOT / 'docs' / 'reproduction.md').read_text()
+    for figure in ('loss', 'logit_norm', 'grad_norms', 'ablations_loss', 'ablations_logit_norm', 'ablations_grad_norms'):
+        assert (tmp_path / f'{figure}.png').stat().st_size > 10_000 and f'(../assets/{figure}.png)' in doc
+
+
 def brute_force_confidence(model, val, n):
     """prelogit_confidence written out in numpy float64: z from the model, then CE on a dense grid of
     temperatures, with and without every z rescaled to the mean RMS."""
