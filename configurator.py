@@ -23,6 +23,7 @@ import ast
 import difflib
 import importlib
 import math
+import numbers
 import os
 import re
 import sys
@@ -117,6 +118,10 @@ def convert(key, value, spec):
                 number = ast.literal_eval(value.strip())
             except (ValueError, SyntaxError):
                 number = None
+        if isinstance(number, numbers.Real) and not isinstance(number, (bool, numbers.Integral)):
+            number = float(number)  # numpy's float64 in a config file
+        elif isinstance(number, numbers.Integral) and not isinstance(number, bool):
+            number = int(number)    # numpy's int64
         if isinstance(number, (int, float)) and not isinstance(number, bool):
             if spec.type is float:
                 return checked_range(key, float(number), spec)
@@ -224,9 +229,17 @@ def checked_path(key, path):
         hint = f"the run's folder ({os.path.dirname(os.path.abspath(path))}), not its checkpoint" \
             if path.endswith('.pt') else "a folder to write into"
         raise FlagError(f"{key}={path} is a file, not a folder: name {hint}")
+    if any(c in path for c in '\r\n\t') or path != path.rstrip():
+        raise FlagError(f"{key}={path!r} ends in or holds a space, tab or line break (a config file saved with "
+                        f"Windows line ends?): name the folder without it")
     parent = os.path.abspath(path)
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
+    longest = max(os.path.abspath(path).split(os.sep), key=len)
+    limit = os.pathconf(parent, 'PC_NAME_MAX') if os.path.isdir(parent) else 255
+    if len(longest.encode()) > limit:
+        raise FlagError(f"{key}={path} has a name of {len(longest.encode())} bytes, and this file system takes at "
+                        f"most {limit}: choose a shorter name")
     if not os.path.isdir(parent):
         raise FlagError(f"{key}={path} lies inside {parent}, which is a file: name a folder to write into")
     why = cannot_write(parent)
@@ -336,6 +349,13 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
         if arg == '--':
             raise FlagError(f"`--` is not a flag of {prog}: only reproduce.py passes the arguments after -- on to "
                             f"train.py; write --key=value")
+        if arg[:1] in '\u2010\u2011\u2012\u2013\u2014\u2015\u2212' and arg[1:2] != '':
+            raise FlagError(f"{arg!r} starts with {arg[0]!r}, not '--' (text pasted from a PDF or a web page?): "
+                            f"type it as --{arg.lstrip(arg[0])}")
+        if not arg.startswith('--') and i >= 2 and argv[i - 2].startswith('--') and '=' not in argv[i - 2] \
+                and arg.lower() in ('true', 'false', '0', '1'):  # --compile False, after a boolean flag
+            raise FlagError(f"{argv[i - 2]} {arg}: a boolean flag takes its value after '=': write "
+                            f"{argv[i - 2]}={arg.capitalize()}")
         if not arg.startswith('--'):
             if configs:
                 values.update(read_file(arg, values, flags, prog))
@@ -388,7 +408,9 @@ def read_file(path, values, flags, prog):
     except UnicodeDecodeError:
         raise FlagError(f"config file {path} is not UTF-8 text: save it as UTF-8") from None
     try:
-        exec(compile(source, path, 'exec'), namespace)
+        tree = ast.parse(source, path)
+        namespace['__name__'] = '__main__'  # as `python config.py` would run it: an `if __name__` block too
+        exec(compile(tree, path, 'exec'), namespace)
     except SyntaxError as e:
         raise FlagError(f"config file {path}, line {e.lineno}: {e.msg}; a config file is Python that "
                          f"assigns values, e.g. learning_rate = 3e-4") from None
@@ -399,9 +421,19 @@ def read_file(path, values, flags, prog):
         line = next((f.lineno for f in reversed(traceback.extract_tb(e.__traceback__))
                      if f.filename == path), '?')
         raise FlagError(f"config file {path}, line {line}: {type(e).__name__}: {e}") from None
+    for node in tree.body:  # a statement at the top that looks like an assignment but assigns nothing
+        if isinstance(node, ast.AnnAssign) and node.value is None:
+            raise FlagError(f"config file {path}, line {node.lineno}: `{ast.unparse(node)}` assigns nothing "
+                            f"(a YAML habit?): write `{ast.unparse(node.target)} = {ast.unparse(node.annotation)}`")
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Compare) and \
+                isinstance(node.value.ops[0], ast.Eq) and isinstance(node.value.left, ast.Name):
+            raise FlagError(f"config file {path}, line {node.lineno}: `{ast.unparse(node)}` compares and "
+                            f"assigns nothing: write `{ast.unparse(node.value.left)} = "
+                            f"{ast.unparse(node.value.comparators[0])}`")
     assigned = {}
     for key, value in namespace.items():
-        if key.startswith('_') or isinstance(value, (types.ModuleType, types.FunctionType, type)):
+        if key.startswith('_') or isinstance(value, (types.ModuleType, types.FunctionType, type)) or \
+                (callable(value) and key not in flags):  # e.g. from math import sqrt
             continue  # a helper of the file's own (_base = 64), or an import
         spec = known(key, flags, prog, f"in {path} (another script's config file? a helper's name starts with _)")
         if value is values.get(key):

@@ -23,7 +23,7 @@ import torch
 
 from configurator import FlagError, cannot_write, flag, parse_flags
 from diagnose import train_counts
-from model import GPT, FakeLN, LayerNorm, load_checkpoint
+from model import GPT, FakeLN, LayerNorm, broken_link, load_checkpoint
 from tokens import open_tokens, read_meta
 
 
@@ -318,6 +318,7 @@ def main(argv=None):
     except FlagError as e:
         fail(str(e))
     path = os.path.join(args.out_dir, args.ckpt)
+    broken_link(path, 'fold')
     if not os.path.isfile(path):
         fail(f"cannot fold {path}: there is no checkpoint there; pass --out_dir=<a tapered run's folder> "
              f"(and --ckpt=<its checkpoint file>)")

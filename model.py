@@ -382,6 +382,14 @@ def pick_device(device):
     return device
 
 
+def broken_link(path, script):
+    """Stop with one sentence when path, a checkpoint a script was told to read, is a symbolic link to
+    nothing (else "no checkpoint at" would blame the folder)."""
+    if os.path.islink(path) and not os.path.exists(path):
+        raise SystemExit(f"cannot {script}: {path} is a broken symbolic link (to {os.readlink(path)}): point it "
+                         f"at the checkpoint, or remove it")
+
+
 def load_checkpoint(path, device='cpu', mmap=False):
     """A checkpoint dict written by train.py or fold.py, or one clear sentence why not (mmap: the
     weights stay on disk until used, for a look at the rest)."""

@@ -44,7 +44,7 @@ def load_run(run_dir):
         raise SystemExit(f"{config_path} needs taper in {list(TAPER_LABELS)} "
                          f"and aux_loss in {list(AUX_LABELS)}.")
     train, evals = [], []
-    with open(log_path, encoding="utf-8", errors="replace") as f:
+    with open(log_path, encoding="utf-8-sig", errors="replace") as f:  # a BOM from a Windows editor
         for n, line in enumerate(f, 1):
             try:
                 row = json.loads(line) if line.strip() else {}

@@ -30,6 +30,7 @@ every setting:
    on the same seeds, per-seed rows, the fold and the mitigation; the tables printed in Markdown.
 """
 
+import ast
 import difflib
 import json
 import os
@@ -172,7 +173,7 @@ def config_value(key, train_args):
                                          or '=' in train_args[i - 1]):
             exec(compile(open(arg).read(), arg, 'exec'), namespace)  # a config file
         elif arg.startswith('--') and name == key:
-            namespace[key] = int(float(raw if has_value else train_args[i + 1]))
+            namespace[key] = int(ast.literal_eval((raw if has_value else train_args[i + 1]).strip()))  # 64, 1e3, 0x40
     return namespace[key]
 
 

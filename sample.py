@@ -20,7 +20,7 @@ import torch
 
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
 from configurator import FlagError, configure_globals, flag
-from model import GPT, folded_note, load_checkpoint, pick_device, taper_note
+from model import GPT, broken_link, folded_note, load_checkpoint, pick_device, taper_note
 from tokens import load_tokenizer
 
 # -----------------------------------------------------------------------------
@@ -57,7 +57,7 @@ if start[:5].lower() == 'file:' and not start.startswith('FILE:') and os.path.is
     fail(f"--start={start} reads as the prompt text itself: write FILE: in capitals, --start=FILE:{start[5:]}, to "
          f"read the prompt from that file")
 if start.startswith('FILE:'):
-    prompt_file = start[5:]
+    prompt_file = start[5:].strip()  # FILE: prompt.txt
     if os.path.isdir(prompt_file):
         fail(f"{prompt_file} is a folder: --start=FILE:path names a text file")
     if not os.path.isfile(prompt_file):
@@ -77,6 +77,7 @@ if conflict:
     fail(conflict)
 if init_from == 'resume':
     path = os.path.join(out_dir, ckpt)
+    broken_link(path, 'sample')
     if not os.path.isfile(path) and not os.path.isdir(path):
         hint = (f"fold the run first with `python fold.py --out_dir={out_dir}`" if 'folded' in ckpt else
                 "pass --out_dir=<a run's folder> (train one with `python train.py`) or --init_from=<an HF model>")

@@ -359,6 +359,19 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_owt: a folder as the jsonl', 'prepare_owt.py', ['--input_file={root}/emptydir', '--out_dir={root}/o9'],
      'is a folder, not a file', None),
     ('fold: a file as the run folder', 'fold.py', ['--out_dir={root}/blank.txt'], 'is a file, not a folder', None),
+    ('a YAML line in a config file', 'train.py', ['{root}/yaml_habit.py', *T], "assigns nothing (a YAML habit?): write `max_iters = 12`", None),
+    ('a comparison in a config file', 'train.py', ['{root}/compares.py', *T], 'compares and assigns nothing', None),
+    ('a flag pasted with an em dash', 'train.py', [*T, '\u2014max_iters=10'], "not '--' (text pasted", None),
+    ('a boolean flag and its value apart', 'train.py', [*T, '--compile', 'False'], 'write --compile=False', None),
+    ('sample: a checkpoint that links to nothing', 'sample.py', ['--out_dir={root}/linkrun', '--device=cpu'],
+     'is a broken symbolic link', None),
+    ('fold: a checkpoint that links to nothing', 'fold.py', ['--out_dir={root}/linkrun'], 'is a broken symbolic link', None),
+    ('resume: a checkpoint that links to nothing', 'train.py', [*R, '--out_dir={root}/linkrun'], 'is a broken symbolic link', None),
+    ('token file of zeros', 'train.py', [*T, '--data_dir={root}/zeros'], 'holds only zeros', None),
+    ('an out_dir name longer than the file system takes', 'train.py', [*T, '--out_dir={root}/' + 'x' * 300],
+     'this file system takes at most', None),
+    ('an out_dir ending in a carriage return', 'train.py', [*T, '--out_dir={root}/fresh\r'], 'line break', None),
+    ("Baroni's aux loss weighted 0", 'train.py', [*T, '--aux_loss=baroni', '--aux_weight=0'], 'turns the Baroni loss off', None),
     ('sample: the checkpoint file as the run folder', 'sample.py', ['--out_dir={root}/run/ckpt.pt', '--device=cpu'],
      'is a file, not a folder: name the folder that holds it (', None),
     ('evaluate: the checkpoint file as the run folder', 'evaluate.py', ['--out_dir={root}/run/ckpt.pt'],
@@ -651,6 +664,16 @@ def make_workspace(root, data_dir):
         torch.save(damaged, f'{root}/{name}/ckpt.pt')
         shutil.copy(f'{root}/run/log.jsonl', f'{root}/{name}/log.jsonl')
     open(f'{root}/exits.py', 'w').write('import sys\nsys.exit(0)\n')
+    open(f'{root}/yaml_habit.py', 'w').write('max_iters: 12\n')
+    open(f'{root}/compares.py', 'w').write('batch_size == 4\n')
+    open(f'{root}/main_block.py', 'w').write('if __name__ == "__main__":\n    max_iters = 24\n')
+    open(f'{root}/imports.py', 'w').write('from math import sqrt\nimport numpy as np\nn_embd = int(sqrt(4096))\n'
+                                          'max_iters = np.int64(24)\nlearning_rate = np.float64(3e-3)\n')
+    os.makedirs(f'{root}/linkrun')  # a run folder whose ckpt.pt links to nothing
+    os.symlink(f'{root}/nowhere/ckpt.pt', f'{root}/linkrun/ckpt.pt')
+    shutil.copytree(data_dir, f'{root}/zeros')  # a token file allocated but never written
+    np.zeros(len(train), dtype=np.uint16).tofile(f'{root}/zeros/train.bin')
+    open(f'{root}/prompt.txt', 'w').write('Once upon a time')
     os.symlink(f'{root}/nowhere', f'{root}/deadlink')
     for name in ('metadir', 'metanull', 'metabpe', 'metabos', 'devbin'):
         shutil.copytree(data_dir, f'{root}/{name}')
@@ -761,6 +784,11 @@ ACCEPTED = [  # (case, script, arguments, environment)
     ('an OpenMP thread count per nesting level', 'train.py', [*T, '--memory_plan'], {'OMP_NUM_THREADS': '1,1'}),
     ('a config file with a helper variable and a pathlib.Path', 'train.py', ['{root}/helper.py', *T, '--memory_plan'],
      None),
+    ('a config file whose values sit under if __name__', 'train.py', ['{root}/main_block.py', *T, '--memory_plan'], None),
+    ('a config file that imports a function and numpy numbers', 'train.py', ['{root}/imports.py', *T, '--memory_plan'],
+     None),
+    ('a prompt file named after FILE: and a space', 'sample.py', ['--out_dir={root}/run', '--device=cpu',
+                                                                  '--start=FILE: {root}/prompt.txt', '--max_new_tokens=4'], None),
     ("n_kv_head=0 (n_head's) for an HF Llama with a key/value head per query head", 'train.py',
      [*T, *LLAMA_HF, '--init_from={root}/llama_mha', '--out_dir={root}/mha_run', '--max_iters=2', '--warmup_iters=1',
       '--taper_start=1', '--taper_end=2', '--lr_decay_iters=2', '--eval_interval=2'], None),

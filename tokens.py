@@ -95,6 +95,9 @@ def open_tokens(data_dir, split):
                          f"(tokens of another dtype, or another file)")
     tokens = np.memmap(path, dtype=dtype, mode='r')
     head = tokens[:1 << 20]
+    if len(head) >= 1000 and not head.any():
+        raise ValueError(f"{path} holds only zeros (a file allocated but never written, e.g. by a prepare run "
+                         f"that was killed)")
     if dtype == np.uint16 and len(head) >= 1000 and (head[1::2] == 0).mean() > 0.9:
         raise ValueError(f"{path} looks like uint32 tokens read as uint16 (nearly every other id is 0), where "
                          f"meta.json says uint16")

@@ -36,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import memory
 from memory import describe as describe_memory
 from hf import from_pretrained, pretrained_config, tokenizer_reference
-from model import GPT, GPTConfig, load_checkpoint
+from model import GPT, GPTConfig, broken_link, load_checkpoint
 from tokens import data_tokenizer, open_tokens, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
@@ -202,6 +202,7 @@ def check_resumable():
             fail(f"cannot resume: out_dir={out_dir} is {kind}, not a run: pass the run's folder as --out_dir"
                  + (f", or fine-tune this model with --init_from={out_dir} --out_dir=<a new folder>"
                     if kind.startswith('an HF') else ''))
+        broken_link(ckpt_path, 'resume')
         runs = sorted(f for f in os.listdir(out_dir) if os.path.isfile(os.path.join(out_dir, f, 'ckpt.pt'))) \
             if os.path.isdir(out_dir) else []
         fail(f"cannot resume: no checkpoint at {ckpt_path}: "
@@ -261,8 +262,9 @@ def check_config():
     if aux_loss == 'fixed' and not 0 <= taper_start < max_iters:
         fail(f"the fixed-target loss freezes s_tgt at taper_start={taper_start}, which must lie inside "
              f"the run's max_iters={max_iters}")
-    if aux_loss == 'fixed' and aux_weight == 0:
-        fail("aux_weight=0 turns the fixed-target scale loss off: pass --aux_loss=none for that")
+    if aux_loss != 'none' and aux_weight == 0:
+        fail(f"aux_weight=0 turns the {'fixed-target scale' if aux_loss == 'fixed' else 'Baroni'} loss off: pass "
+             f"--aux_loss=none for that")
     if (taper != 'none' or aux_loss == 'fixed') and taper_start < 1:
         fail(f"taper_start={taper_start} leaves no step at g = 1 to calibrate c and s_tgt from: "
              f"start the taper at step 1 or later")
@@ -273,12 +275,15 @@ if init_from == 'resume' and not memory_plan:
     check_resumable()
 if rank == 0 and not memory_plan:  # allowed, but said: settings that have no effect, or an odd schedule
     defaults = {k: v.default for k, v in TRAIN_FLAGS.items()}
+    no_start = taper == 'none' and aux_loss != 'fixed'  # nothing starts at taper_start (s_tgt does, with 'fixed')
     idle = [k for k, off in (('aux_weight', aux_loss == 'none'), ('fakeln_start', not fakeln),
-                             ('fakeln_gap', not fakeln), ('fakeln_momentum', not fakeln))
-            if off and config[k] != defaults[k]]
+                             ('fakeln_gap', not fakeln), ('fakeln_momentum', not fakeln),
+                             ('fakeln_sigma', not fakeln), ('decay_fakeln_weight', not fakeln),
+                             ('taper_start', no_start), ('taper_end', taper == 'none'))
+            if k in config and off and config[k] != defaults[k]]
     if idle:
         print(f"note: {', '.join(f'{k}={config[k]!r}' for k in idle)} has no effect in this run "
-              f"(aux_loss={aux_loss!r}, fakeln={fakeln})")
+              f"(taper={taper!r}, aux_loss={aux_loss!r}, fakeln={fakeln})")
     if lr_decay_iters < max_iters and not eval_only:
         print(f"note: the learning rate decays to min_lr={min_lr} by lr_decay_iters={lr_decay_iters} and stays "
               f"there for the last {max_iters - lr_decay_iters} steps")
@@ -700,9 +705,28 @@ def write_bytes(path, data):
     os.replace(path + '.tmp', path)
 
 
+def cannot_write(path, error):
+    """Stop on a write that failed (the roll-back then restores out_dir), with its half-written .tmp gone."""
+    path = str(path).removesuffix('.tmp')
+    for f in (path + '.tmp', ckpt_path + '.tmp', log_path + '.tmp'):
+        if os.path.isfile(f):
+            os.remove(f)
+    kept = f"; {out_dir} is as of its last checkpoint (iter {last_saved})" if last_saved is not None else \
+        f"; {out_dir} is as it was"
+    fail(f"cannot write {path} ({error.strerror or error}){kept}: free space or make the folder writable "
+         f"(or choose another --out_dir), then run again")
+
+
 def open_run():
     """The first write to out_dir: config.json, the log continued from the checkpoint (a crash may
     have left rows past it), and, with --overwrite, the old run's files moved aside."""
+    try:
+        write_run()
+    except OSError as e:
+        cannot_write(e.filename or out_dir, e)
+
+
+def write_run():
     os.makedirs(out_dir, exist_ok=True)
     for name in ('log.jsonl', 'config.json'):
         original[name] = read_bytes(os.path.join(out_dir, name))
@@ -740,11 +764,15 @@ def roll_back():
         path = os.path.join(out_dir, name)
         if name == 'log.jsonl' and committed is not None:
             continue
-        if data is None:
-            if os.path.isfile(path):
-                os.remove(path)
-        else:
-            write_bytes(path, data)
+        try:
+            if data is None:
+                if os.path.isfile(path):
+                    os.remove(path)
+            elif read_bytes(path) != data:
+                write_bytes(path, data)
+        except OSError:  # a file that may not be written was not changed either
+            if os.path.isfile(path + '.tmp'):
+                os.remove(path + '.tmp')
     if os.path.isdir(replaced_dir):
         for f in os.listdir(replaced_dir):
             os.replace(os.path.join(replaced_dir, f), os.path.join(out_dir, f))
@@ -888,8 +916,11 @@ def save_checkpoint():
                 sampler=sampler_state, tokenizer=tokenizer,
                 rng=dict(torch=torch.get_rng_state(),
                          cuda=torch.cuda.get_rng_state() if device_type == 'cuda' else None))
-    torch.save(ckpt, ckpt_path + '.tmp')
-    os.replace(ckpt_path + '.tmp', ckpt_path)
+    try:
+        torch.save(ckpt, ckpt_path + '.tmp')
+        os.replace(ckpt_path + '.tmp', ckpt_path)
+    except OSError as e:  # a full disk, a file or folder that may not be written
+        cannot_write(ckpt_path, e)
     last_saved = iter_num
     commit()
 
@@ -900,8 +931,11 @@ def log(row):
         print(' '.join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                        for k, v in row.items() if not isinstance(v, list)))
         if original:
-            with open(log_path, 'a') as f:
-                f.write(json.dumps(row) + '\n')
+            try:
+                with open(log_path, 'a') as f:
+                    f.write(json.dumps(row) + '\n')
+            except OSError as e:
+                cannot_write(log_path, e)
         else:
             log_rows.append(json.dumps(row) + '\n')
         if wandb_log:
@@ -981,8 +1015,8 @@ while True:
         if not all_ranks_finite(healthy):
             diverged("a non-finite loss, pre-logit scale or gradient at its first step")
         if master:
-            open_run()
             atexit.register(roll_back)  # any exit before the run's end: out_dir as of its last checkpoint
+            open_run()
         for stop in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, or a scheduler's kill: the same roll-back
             signal.signal(stop, lambda *_: fail(
                 f"interrupted at iter {iter_num}: {out_dir} is as of its last checkpoint "
