@@ -223,8 +223,7 @@ class ScriptServer:
 
     def run(self, script, *args):
         if dict(os.environ) != self.env or self.proc.poll() is not None:
-            return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
-                                  capture_output=True, text=True, timeout=TIMEOUT)
+            return run(script, *args, check=False, fresh=True)
         with self.lock:
             return self.forked(script, *args)
 
