@@ -36,6 +36,8 @@ import time
 from contextlib import nullcontext
 from dataclasses import replace
 
+import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+
 import torch
 
 from fold import fold_model

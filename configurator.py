@@ -21,11 +21,14 @@ take `--key=value` (or `--key value`); a bare `--key` sets a boolean flag to Tru
 
 import ast
 import difflib
+import errno
 import importlib
 import math
 import numbers
 import os
 import re
+import shlex
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -44,11 +47,15 @@ class Flag:
     path='out' makes it a folder the script will write, path='file' a file and path='dir' a folder it
     reads, which must exist and be of that kind (path='text': a file of text, not a compressed one;
     path='run': a run's folder that only some modes read, so it may be absent, but is never a file); a
-    default of None means "not set" (type then says what it takes); required means it has no default."""
+    default of None means "not set" (type then says what it takes); required means it has no default.
+    read_only_when, for a path='out' folder: a function of the resolved values that is true when this
+    invocation writes nothing there (--eval_only), so that a folder it may not write is still read."""
 
     def __init__(self, default, help, *, type=None, min=None, max=None, above=None, below=None,
-                 choices=None, items=None, length=None, unique=False, path=None, required=False):
+                 choices=None, items=None, length=None, unique=False, path=None, required=False,
+                 read_only_when=None):
         self.default, self.help, self.required = default, help, required
+        self.read_only_when = read_only_when
         self.type = type or (tuple if items else builtin_type(default) if default is not None else str)
         self.min, self.max, self.above, self.below = min, max, above, below
         self.choices, self.items, self.length, self.unique, self.path = choices, items, length, unique, path
@@ -109,6 +116,9 @@ def convert(key, value, spec):
             # an empty value is a choice only where the default itself is '' ('': none, or automatic)
             default = f" for its default ({spec.default!r})" if spec.default is not None else ""
             raise FlagError(f"{key} is empty: drop --{key}{default}, or give it a value: {spec.help}")
+        if isinstance(value, str) and not spec.path and key != 'start' and re.search(r'[\x00-\x1f\x7f]', value):
+            raise FlagError(f"{key}={value!r} holds a line break, tab or other control character (a pasted "
+                            f"value?): give it as one line of plain text")
         if isinstance(value, str):
             return checked_range(key, value, spec)
     else:
@@ -165,7 +175,7 @@ def checked_range(key, value, spec):
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise FlagError(f"{key}={value!r} is not one of {', '.join(map(repr, spec.choices))}{hint}")
     if spec.type is str:
-        return checked_path(key, value) if spec.path == 'out' else checked_input(key, value, spec.path)
+        return checked_path(key, value, write=False) if spec.path == 'out' else checked_input(key, value, spec.path)
     if not math.isfinite(value):
         raise FlagError(f"{key}={value} is not a finite number: {key} takes {spec.rule()}")
     bad = ((spec.min is not None and value < spec.min) or (spec.max is not None and value > spec.max)
@@ -187,9 +197,11 @@ COMPRESSED = {b'\x1f\x8b': ('gzip', 'gunzip -c', '.gz'), b'BZh': ('bzip2', 'bunz
 
 def checked_input(key, path, kind):
     """A file (kind 'file', or 'text' for a text file) or folder (kind 'dir') the script reads: named,
-    there, and of that kind. Kind 'run': a run's folder, absent or a folder."""
+    there, and of that kind. Kind 'run': a run's folder, absent or a folder. A leading ~ (quoted, so
+    the shell left it) is the home folder, as the shell would have read it."""
     if kind is None:
         return path
+    path = os.path.expanduser(path)
     if kind == 'run':
         return checked_input(key, path, 'dir') if os.path.lexists(path) or not path.strip() else path
     if kind == 'text':
@@ -218,8 +230,15 @@ def checked_input(key, path, kind):
     return path
 
 
-def checked_path(key, path):
-    """A folder the script will write into: named, not a file, and inside a folder it may write."""
+# Endings of the files the scripts write or read: a folder flag given one of them names a file by mistake.
+FILE_ENDINGS = ('.png', '.pdf', '.svg', '.jpg', '.pt', '.pth', '.bin', '.safetensors', '.json', '.jsonl', '.txt',
+                '.csv', '.md', '.model', '.py')
+
+
+def checked_path(key, path, write=True):
+    """A folder the script will write into: named, not a file, and inside a folder it may write (write=False
+    leaves that last check to check_writable, once every flag is known). A leading ~ is the home folder."""
+    path = os.path.expanduser(path)
     if not path.strip():
         raise FlagError(f"{key} is empty: name the folder to write into, e.g. --{key}=out")
     if os.path.islink(path) and not os.path.exists(path):
@@ -229,6 +248,11 @@ def checked_path(key, path):
         hint = f"the run's folder ({os.path.dirname(os.path.abspath(path))}), not its checkpoint" \
             if path.endswith('.pt') else "a folder to write into"
         raise FlagError(f"{key}={path} is a file, not a folder: name {hint}")
+    ending = os.path.splitext(os.path.normpath(path))[1].lower()
+    if ending in FILE_ENDINGS and not os.path.isdir(path):
+        raise FlagError(f"{key}={path} ends in {ending}, like a file, but names the folder the script writes its "
+                        f"files into (it names them itself): name a folder, e.g. --{key}="
+                        f"{os.path.splitext(os.path.normpath(path))[0]}")
     if any(c in path for c in '\r\n\t') or path != path.rstrip():
         raise FlagError(f"{key}={path!r} ends in or holds a space, tab or line break (a config file saved with "
                         f"Windows line ends?): name the folder without it")
@@ -242,6 +266,15 @@ def checked_path(key, path):
                         f"most {limit}: choose a shorter name")
     if not os.path.isdir(parent):
         raise FlagError(f"{key}={path} lies inside {parent}, which is a file: name a folder to write into")
+    return check_writable(key, path) if write else path
+
+
+def check_writable(key, path):
+    """path, a folder to write into (present, or made inside the nearest folder that is): one sentence when
+    no file can be created there."""
+    parent = os.path.abspath(path)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
     why = cannot_write(parent)
     if why:
         raise FlagError(f"{key}={path} cannot be written: {why}; choose another folder")
@@ -304,17 +337,8 @@ def check_environment():
             raise FlagError(f"{name}={threads} is not a thread count: unset it, or set a whole number such as "
                             f"{name}=2")
     for name in CACHE_FOLDERS:
-        path = os.environ.get(name)
-        if path and os.path.exists(path) and not os.path.isdir(path):
-            raise FlagError(f"{name}={path} is a file, not a folder: point it at a folder, or unset it")
-        if path and not os.path.exists(path):  # the library will create it: it must be able to
-            parent = os.path.abspath(path)
-            while not os.path.exists(parent):
-                parent = os.path.dirname(parent)
-            why = f"{parent} is a file" if not os.path.isdir(parent) else cannot_write(parent)
-            if why:
-                raise FlagError(f"{name}={path} does not exist and cannot be created ({why}): point it at a "
-                                f"folder you may write, or unset it")
+        if os.environ.get(name):
+            check_cache(name, os.environ[name])
     backend = os.environ.get('MPLBACKEND')
     if backend:  # matplotlib checks it as it is imported: a wrong one is a traceback from deep inside it
         try:
@@ -326,11 +350,38 @@ def check_environment():
             pass
 
 
+def check_cache(name, path):
+    """A cache folder a library creates on first use, set by environment variable name or, when that is
+    unset, derived from HOME: a FlagError of one sentence when it is a file or cannot be created."""
+    given = name in os.environ
+    source = next((v for v in ('HF_HOME', 'XDG_CACHE_HOME', 'HOME') if os.environ.get(v)), 'HOME')
+    setting = f"{name}={path}" if given else f"the default {name}, {path} (from {source}={os.environ.get(source)}),"
+    remedy = "point it at a folder you may write, or unset it" if given else \
+        f"set {name} (or HF_HOME) to a folder you may write"
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise FlagError(f"{setting} is a file, not a folder: {remedy}")
+    if not os.path.exists(path):  # the library will create it: it must be able to
+        parent = os.path.abspath(path)
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        why = f"{parent} is a file" if not os.path.isdir(parent) else cannot_write(parent)
+        if why:
+            raise FlagError(f"{setting} does not exist and cannot be created ({why}): {remedy}")
+
+
+# The scripts that run under torchrun, one process per rank; every other one runs alone.
+RANKED = ('train.py',)
+
+
 def configure(flags, argv, prog, doc, configs=False, positional=None, start=None):
     """Apply config files (configs=True: bare arguments name them) and --key=value arguments, in
     order, to the declared flags; return the resolved values as a dict. --help prints the flags.
     start, a dict, replaces the defaults of the flags it names (train.py's resume: the run's config)."""
     check_environment()
+    ranks = os.environ.get('WORLD_SIZE', '1')
+    if prog not in RANKED and ranks.strip() not in ('', '1'):  # torchrun would run one copy per rank
+        raise FlagError(f"WORLD_SIZE={ranks}: {prog} runs in one process, so start it with `python {prog}`, not "
+                        f"torchrun (only train.py trains over ranks), or unset WORLD_SIZE if a shell left it set")
     values = {key: spec.default for key, spec in flags.items()}
     for key, value in (start or {}).items():
         if key in flags:
@@ -382,20 +433,29 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
     missing = [key for key, spec in flags.items() if spec.required and values[key] is None]
     if missing:
         raise FlagError(f"{prog} needs --{missing[0]}: {flags[missing[0]].help}")
+    for key, spec in flags.items():  # a folder is written only if this invocation writes at all
+        if spec.path == 'out' and isinstance(values[key], str) and not (spec.read_only_when and
+                                                                        spec.read_only_when(values)):
+            check_writable(key, values[key])
     return values
 
 
 def known(key, flags, prog, where):
     if key in flags:
         return flags[key]
-    close = difflib.get_close_matches(key, list(flags), n=1)
+    close = difflib.get_close_matches(key, list(flags), n=1, cutoff=0.75)  # 0.6 offers 'fakeln' for 'backend'
     hint = f"; did you mean '{close[0]}'?" if close else f" (`python {prog} --help` lists them)"
     raise FlagError(f"unknown flag '{key}' {where}{hint}")
 
 
 def read_file(path, values, flags, prog):
     if os.path.isdir(path):
-        raise FlagError(f"{path} is a folder, not a config file: name a file such as config/taper_internal_512.py")
+        where = next((k for k in ('out_dir', 'data_dir') if k in flags), None)
+        hint = f"; a folder is named with a flag, e.g. --{where}={path}" if where else ""
+        raise FlagError(f"{path} is a folder, not a config file (a file such as config/taper_internal_512.py){hint}")
+    if not path.endswith('.py') and not os.path.exists(path) and 'start' in flags:
+        raise FlagError(f"{path!r} is neither a flag nor a config file: a prompt is given as --start=..., e.g. "
+                        f"--start={shlex.quote(path)}")
     if not path.endswith('.py'):
         raise FlagError(f"{path} is not a config file: a config file is Python (.py) that assigns values, "
                         f"e.g. learning_rate = 3e-4")
@@ -507,6 +567,74 @@ def is_our_figure(path, script):
     if data.startswith(b'%PDF'):
         return b'/Creator (' + mark + b')' in data
     return re.search(rb'<dc:creator>\s*<cc:Agent>\s*<dc:title>' + re.escape(mark) + rb'</dc:title>', data) is not None
+
+
+# -----------------------------------------------------------------------------
+# What the machine lacks. A package that is not installed, or a disk that is full, is the user's to
+# fix, wherever in a script or its libraries it surfaces: one sentence, as for a flag, from the hook
+# every uncaught exception passes through. Anything else, a bug, keeps its traceback.
+
+# The import name of each package the scripts use, and what pip installs it as (requirements.txt,
+# and the optional ones a flag asks for).
+PACKAGES = {'torch': 'torch', 'numpy': 'numpy', 'sentencepiece': 'sentencepiece', 'tiktoken': 'tiktoken',
+            'datasets': 'datasets', 'transformers': 'transformers', 'tqdm': 'tqdm', 'matplotlib': 'matplotlib',
+            'google.protobuf': 'protobuf', 'safetensors': 'safetensors', 'tokenizers': 'tokenizers',
+            'huggingface_hub': 'huggingface_hub', 'wandb': 'wandb', 'yaml': 'pyyaml'}
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def causes(error):
+    """error and every exception it was raised from or while handling, outermost first."""
+    seen = []
+    while error is not None and error not in seen:
+        seen.append(error)
+        error = error.__cause__ or error.__context__
+    return seen
+
+
+def lacking(error):
+    """One sentence when error comes from what the machine lacks (a package, disk space), else None."""
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else 'this script'
+    for cause in causes(error):
+        name = getattr(cause, 'name', None) if isinstance(cause, ModuleNotFoundError) else None
+        top = next((p for p in PACKAGES if name and (name == p or name.startswith(p + '.'))), None)
+        if top:
+            return (f"{prog} needs the {PACKAGES[top]} package, which this Python ({sys.executable}) cannot import: "
+                    f"`pip install -r requirements.txt` (or `pip install {PACKAGES[top]}`)")
+    for cause in causes(error):
+        if isinstance(cause, OSError) and cause.errno in FULL or 'No space left on device' in str(cause):
+            where = f" while writing {cause.filename}" if getattr(cause, 'filename', None) else ""
+            return (f"{prog} stopped: the disk is full{where}: free some space (df -h shows it), or write to a "
+                    f"folder on another disk")
+    return None
+
+
+def write_failure(error, path):
+    """Why writing path failed, in words ('the disk is full (0.2 MB free)'), or None when error is no
+    failed write (a bug keeps its traceback). torch.save reports a full disk as a RuntimeError of its
+    zip writer."""
+    text = str(error)
+    if not (isinstance(error, OSError) or 'PytorchStreamWriter' in text or 'inline_container' in text):
+        return None
+    try:
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
+    except OSError:
+        free = None
+    if getattr(error, 'errno', None) in FULL or (not isinstance(error, OSError) and free is not None
+                                                 and free < 256 << 20):
+        return "the disk is full" + (f" ({free / 1e6:.1f} MB free)" if free is not None else "")
+    return error.strerror if isinstance(error, OSError) and error.strerror else text.strip().splitlines()[0]
+
+
+def excepthook(kind, error, tb):
+    sentence = lacking(error)
+    if sentence is None:
+        sys.__excepthook__(kind, error, tb)
+    else:
+        print(sentence, file=sys.stderr)
+
+
+sys.excepthook = excepthook
 
 
 def run_as_module(doc, instead):

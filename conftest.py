@@ -168,7 +168,6 @@ def serve():
     import importlib
     import runpy
     import signal
-    import traceback
     sys.path.insert(0, str(ROOT))
     for name in WARM:
         importlib.import_module(name)
@@ -191,8 +190,8 @@ def serve():
                 code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
                 if not isinstance(e.code, (int, type(None))):
                     print(e.code, file=sys.stderr)
-            except BaseException:
-                traceback.print_exc()
+            except BaseException:  # as the interpreter does: through sys.excepthook (configurator's)
+                sys.excepthook(*sys.exc_info())
                 code = 1
             try:
                 atexit._run_exitfuncs()

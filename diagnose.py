@@ -23,6 +23,8 @@ import math
 import os
 import sys
 
+import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -348,8 +350,8 @@ def main(argv=None):
         model.set_gate(0.0)
         if taper_note(ckpt):
             print(taper_note(ckpt))
-    if folded_note(ckpt):
-        print(folded_note(ckpt))
+    if folded_note(ckpt, path):
+        print(folded_note(ckpt, path))
     data_dir = args.data_dir or (ckpt.get('config') or {}).get('data_dir')
     if not data_dir:
         fail(f"{path} names no data folder: pass --data_dir, the folder the run was trained on")

@@ -22,6 +22,8 @@ import os
 import sys
 from contextlib import nullcontext
 
+import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+
 import numpy as np
 import torch
 from tqdm import tqdm
@@ -107,8 +109,8 @@ def load_model():
         fail(f"cannot evaluate: {e}")
     if model.tapered_norms() and taper_note(checkpoint):
         print(taper_note(checkpoint))
-    if folded_note(checkpoint):
-        print(folded_note(checkpoint))
+    if folded_note(checkpoint, path):
+        print(folded_note(checkpoint, path))
     config = model.config
     folded = ', folded' if config.folded else ''
     if getattr(config, 'fakeln', False):

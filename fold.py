@@ -14,14 +14,17 @@ embedding. The arithmetic runs in float64.
 
 import copy
 import os
+import shutil
 import sys
 from dataclasses import asdict, replace
 from types import SimpleNamespace
 
+import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+
 import numpy as np
 import torch
 
-from configurator import FlagError, cannot_write, flag, parse_flags
+from configurator import FlagError, cannot_write, flag, parse_flags, write_failure
 from diagnose import train_counts
 from model import GPT, FakeLN, LayerNorm, broken_link, load_checkpoint
 from tokens import open_tokens, read_meta
@@ -246,14 +249,14 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @torch.no_grad()
-def export(args, ckpt, model, model64, tokenizer, idx, source):
-    """--export_hf: the folded model as an HF folder with its tokenizer and a model card (README.md)
-    that records how its logits in each dtype compare with the float64 model at g = 0 on idx."""
+def export(args, ckpt, model, model64, tokenizer, idx, source, path):
+    """--export_hf: the folded model as an HF folder (written at path, then moved to --export_hf) with
+    its tokenizer and a model card (README.md) that records how its logits in each dtype compare with
+    the float64 model at g = 0 on idx."""
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as transformers_logging
     from hf import export_hf
     transformers_logging.disable_progress_bar()  # its checks below load the export three times
-    path = args.export_hf
     tokenizer.save_pretrained(path)
     sigma, alpha, bound = export_hf(model, fold_model(model), path, tokenizer.bos_token_id, tokenizer.eos_token_id,
                                      ckpt['folded_from'])
@@ -289,12 +292,11 @@ Logits in each dtype against the float64 model at g = 0, on {source} ({idx.numel
 
 ```python
 from transformers import pipeline
-generate = pipeline('text-generation', model='{path}')   # dtype=torch.float16 or torch.bfloat16 too
+generate = pipeline('text-generation', model='{args.export_hf}')   # dtype=torch.float16 or torch.bfloat16 too
 ```
 """
     with open(os.path.join(path, 'README.md'), 'w', encoding='utf-8') as f:
         f.write(card)
-    print(f"wrote {path} (loads with {hf_class}.from_pretrained; its tokenizer and a model card with it)")
 
 
 def last_val_loss(out_dir):
@@ -375,11 +377,33 @@ def main(argv=None):
         print(f"reset the input embeddings of {reset} tokens that never occur in {data_dir}/train.bin")
     ckpt = dict(model=folded.state_dict(), reset_unseen=reset, model_args=asdict(folded.config), config=ckpt.get('config'),
                 iter_num=ckpt.get('iter_num'), tokenizer=ckpt.get('tokenizer'), folded_from=os.path.abspath(path))
-    torch.save(ckpt, out + '.tmp')
-    os.replace(out + '.tmp', out)
+    # Both files are written aside and take their names only once both are whole: a failure leaves the
+    # folders as they were.
+    staging = os.path.normpath(args.export_hf) + '.tmp' if args.export_hf is not None else None
+    try:
+        torch.save(ckpt, out + '.tmp')
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+            export(args, ckpt, model, model64, tokenizer, idx, source, staging)
+            if os.path.isdir(args.export_hf):  # empty, or fold.py's export of this checkpoint (checked above)
+                shutil.rmtree(args.export_hf)
+            os.replace(staging, args.export_hf)
+        os.replace(out + '.tmp', out)
+    except (OSError, RuntimeError) as e:
+        if write_failure(e, out) is None:
+            raise
+        fail(f"cannot write {getattr(e, 'filename', None) or out} ({write_failure(e, out)}): nothing was changed; "
+             f"free space or choose a folder you may write")
+    finally:
+        for leftover in (out + '.tmp', staging):
+            if leftover and os.path.isfile(leftover):
+                os.remove(leftover)
+            elif leftover and os.path.isdir(leftover):
+                shutil.rmtree(leftover)
     print(f"wrote {out}")
-    if args.export_hf is not None:
-        export(args, ckpt, model, model64, tokenizer, idx, source)
+    if staging is not None:
+        print(f"wrote {args.export_hf} (loads with {'GPT2LMHeadModel' if model.config.arch == 'gpt2' else 'LlamaForCausalLM'}"
+              f".from_pretrained; its tokenizer and a model card with it)")
 
 if __name__ == '__main__':
     main()

@@ -38,6 +38,8 @@ import threading
 import time
 import traceback
 
+import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+
 import numpy as np
 import torch
 

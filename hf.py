@@ -13,6 +13,7 @@ context (max_position_embeddings, or a shorter block_size). RMSNorm is exactly T
 A field this model cannot compute stops with one sentence naming it.
 """
 
+import difflib
 import os
 from types import SimpleNamespace
 
@@ -74,8 +75,13 @@ def load_hf(hf_class, name_or_dir):
     if os.path.isfile(name_or_dir):
         raise ValueError(f"{name_or_dir} is a file, not a folder written by save_pretrained (a checkpoint of "
                          f"this repository is read from --out_dir with --init_from=resume)")
-    if not os.path.isdir(name_or_dir) and name_or_dir.startswith(('.', '/', '~')):
-        raise ValueError(f"no folder at {name_or_dir}: pass a folder written by save_pretrained, or a "
+    parent = os.path.dirname(os.path.normpath(name_or_dir))
+    if not os.path.isdir(name_or_dir) and (name_or_dir.startswith(('.', '/', '~')) or parent and os.path.isdir(parent)):
+        # 'runs/mdl' when runs/ is a folder here is a path, not a hub model's owner/name
+        close = difflib.get_close_matches(os.path.basename(os.path.normpath(name_or_dir)),
+                                          os.listdir(parent or '.') if os.path.isdir(parent or '.') else [], n=1)
+        hint = f" (did you mean {os.path.join(parent, close[0])}?)" if close else ""
+        raise ValueError(f"no folder at {name_or_dir}{hint}: pass a folder written by save_pretrained, or a "
                          f"hub name such as gpt2")
     if os.path.isdir(name_or_dir) and os.path.isfile(os.path.join(name_or_dir, 'ckpt.pt')):
         raise ValueError(f"{name_or_dir} is a run of this repository (it holds ckpt.pt), not a folder written by "
@@ -114,6 +120,11 @@ def fitting(hf_class, name_or_dir):
     logging.set_verbosity_error()  # its load report: said below in one sentence instead
     try:
         model, info = hf_class.from_pretrained(name_or_dir, output_loading_info=True)
+    except RuntimeError as e:  # a weight of another shape than config.json gives: transformers refuses it
+        if 'ignore_mismatched_sizes' not in str(e):
+            raise
+        raise ValueError(f"{name_or_dir}'s weights do not fit its config.json ({mismatch(hf_class, name_or_dir)}): "
+                         f"write the folder again with save_pretrained from the model it holds") from None
     finally:
         logging.set_verbosity(verbosity)
     bad = [k for k in ('missing_keys', 'unexpected_keys', 'mismatched_keys') if info.get(k)]
@@ -124,6 +135,23 @@ def fitting(hf_class, name_or_dir):
                          f"{bad[0].replace('_', ' ')}, e.g. {example}): write the folder again with save_pretrained "
                          f"from the model it holds")
     return model
+
+
+def mismatch(hf_class, name_or_dir):
+    """The first weight whose shape in name_or_dir's safetensors files differs from the shape its
+    config.json gives, as words ('model.embed_tokens.weight is 512 x 64, config.json makes it 600 x 64')."""
+    from safetensors import safe_open
+    from transformers import AutoConfig
+    with torch.device('meta'):
+        wanted = {k: tuple(v.shape) for k, v in hf_class(AutoConfig.from_pretrained(name_or_dir)).state_dict().items()}
+    for file in sorted(f for f in os.listdir(name_or_dir) if f.endswith('.safetensors')):
+        with safe_open(os.path.join(name_or_dir, file), 'pt') as f:
+            for key in f.keys():
+                held = tuple(f.get_slice(key).get_shape())
+                if key in wanted and held != wanted[key]:
+                    return (f"{key} is {' x '.join(map(str, held))}, config.json makes it "
+                            f"{' x '.join(map(str, wanted[key]))}")
+    return "a weight's shape differs from what config.json gives"
 
 
 def gpt2_vocabulary(path):
@@ -230,7 +258,8 @@ def llama_config(name_or_dir, hc, block_size, overrides):
         refuse('hidden_act', hc.hidden_act, "its MLP is SwiGLU, whose gate is SiLU")
     hs = hc.hidden_size // hc.num_attention_heads
     if getattr(hc, 'head_dim', None) not in (None, hs):
-        refuse('head_dim', hc.head_dim, f"heads here are hidden_size / num_attention_heads = {hs} wide")
+        refuse('head_dim', hc.head_dim, f"heads here are hidden_size / num_attention_heads = {hs} wide (if "
+               f"config.json was edited, those three fields no longer agree: restore it)")
     if getattr(hc, 'sliding_window', None) is not None:
         refuse('sliding_window', hc.sliding_window, "attention here is full causal attention")
     rope = dict(getattr(hc, 'rope_parameters', None) or {})  # transformers 5; older: rope_theta/rope_scaling

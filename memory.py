@@ -6,6 +6,7 @@ before anything is allocated.
     python memory.py config/finetune_gpt2_xl_alltaper.py --nproc=8       # per rank, FSDP2 over 8 GPUs
     python memory.py config/finetune_gpt2_l_vanilla.py --grad_checkpoint=False
     python memory.py --summary config/finetune_gpt2_*.py                 # one row per config file
+    python memory.py --init_from=path/to/hf_folder                       # that HF model's shape
 
 Arguments are train.py's (config files, then --key=value), plus --nproc, --gpu_gb and --summary
 (`python memory.py --help` lists them all).
@@ -29,6 +30,8 @@ under 90% of the GPU's memory.
 
 import os
 import sys
+
+import configurator  # first: a missing package or a full disk is then one sentence (its hook)
 
 import torch
 
@@ -271,6 +274,34 @@ def checked(config, path=None):
     return config
 
 
+def hf_shaped(config, argv):
+    """config, with the shape of the HF model its init_from names (a fine-tune plans that model, as
+    train.py builds it): a local folder's, or on the command line a hub model's (a config file's hub
+    model: the shape it sets); a shape flag on the command line that disagrees is refused, as train.py does."""
+    if config['init_from'] in ('scratch', 'resume'):
+        return config
+    if not os.path.isdir(config['init_from']) and not any(a.startswith('--init_from') for a in argv):
+        return config  # a fine-tune's config file gives its hub model's shape: planned offline
+    from hf import pretrained_config
+    try:
+        pretrained = pretrained_config(config['init_from'])  # its config.json alone
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"cannot plan a fine-tune of {config['init_from']}: {e}") from None
+    given = {a[2:].partition('=')[0] for a in argv if a.startswith('--')}
+    shape = {}
+    for key in ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head'):
+        if key in given and model_config(config).resolved(key) != pretrained.resolved(key):
+            raise SystemExit(f"{config['init_from']} has {key}={getattr(pretrained, key)!r} but --{key}="
+                             f"{config[key]!r}: drop --{key} (a fine-tune's shape is the model's)")
+        shape[key] = getattr(pretrained, key)
+    if 'block_size' not in given:  # a context no longer than the model's
+        shape['block_size'] = min(config['block_size'], pretrained.block_size)
+    elif config['block_size'] > pretrained.block_size:
+        raise SystemExit(f"block_size={config['block_size']} exceeds {config['init_from']}'s context of "
+                         f"{pretrained.block_size}: lower --block_size")
+    return checked(config | shape)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     values = configure({**train_flags(), **FLAGS}, argv, 'memory.py', __doc__, configs=True)
@@ -279,10 +310,6 @@ def main(argv=None):
     if run_dir:
         raise SystemExit(f"init_from={run_dir} is a run of this repository, whose config is in its checkpoint: "
                          f"python train.py --init_from=resume --out_dir={run_dir} --memory_plan")
-    if values['init_from'] not in ('scratch', 'resume') and any(a.startswith('--init_from=') for a in argv):
-        raise SystemExit(f"--init_from={values['init_from']} does not shape the plan: memory.py plans the model "
-                         f"that config files and flags describe (a fine-tune's config sets the HF model's shape): "
-                         f"drop --init_from, or pass the fine-tune's config file, e.g. config/finetune_gpt2_s_alltaper.py")
     if values['init_from'] == 'resume':  # train.py reads a resume's config from its checkpoint
         raise SystemExit(f"memory.py plans from config files and flags; a resume's config is in its checkpoint: "
                          f"python train.py --init_from=resume --out_dir={values['out_dir']} --memory_plan")
@@ -296,7 +323,7 @@ def main(argv=None):
         raise SystemExit(str(e)) from None
     rest = [a for a in argv if not (a.startswith('--') and a[2:].partition('=')[0] in FLAGS)]
     if not values['summary']:
-        print(describe(checked(resolve(rest)), nproc, gpu_gb))
+        print(describe(hf_shaped(checked(resolve(rest)), argv), nproc, gpu_gb))
         return
     files = [a for a in rest if not a.startswith('--')]
     flags = [a for a in rest if a.startswith('--')]
@@ -306,7 +333,7 @@ def main(argv=None):
           f"activations + logits | total | {gpu_gb} GB GPU |")
     print("|---|---|---|---|---|---|---|---|")
     for path in files:
-        config = checked(resolve([path, *flags]), path)
+        config = hf_shaped(checked(resolve([path, *flags]), path), flags)
         p = plan(config, nproc)
         state = p['weights'] + p['gradients'] + p['adamw'] + p.get('fsdp_gathered', 0) + p['weight_copies']
         fits = p['total'] <= FIT_FRACTION * gpu_gb * GB

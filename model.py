@@ -14,6 +14,7 @@ Token vectors h are rows, as in the paper; nn.Linear stores W as (out, in), so x
 import math
 import os
 import re
+import zipfile
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -397,6 +398,14 @@ def load_checkpoint(path, device='cpu', mmap=False):
         raise ValueError(f"{path} is a folder, not a checkpoint file: name the ckpt.pt that train.py or fold.py wrote")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
+    try:  # torch.load does not check the checksums its zip format stores: a flipped bit would load as a weight
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError):
+        damaged = None  # not a zip at all: torch.load says so below
+    if damaged:
+        raise ValueError(f"{path} is damaged: {damaged} in it does not match the checksum stored with it (a disk "
+                         f"error, or a copy gone wrong): use another copy, or an earlier checkpoint of the run")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True, mmap=mmap)
     except Exception as e:
@@ -410,6 +419,27 @@ def load_checkpoint(path, device='cpu', mmap=False):
         raise ValueError(f"{path} is not a checkpoint of this repository's model: its model_args hold "
                          f"{', '.join(foreign)}, which this model.py does not know (nanoGPT's checkpoints hold "
                          f"'bias'): use a ckpt.pt that this repository's train.py or fold.py wrote")
+    return unwrapped(ckpt)
+
+
+# What wrappers put before every weight's name: torch.compile's module, and (Distributed)DataParallel's.
+WRAPPER_PREFIXES = ('_orig_mod.', 'module.')
+
+
+def unwrapped(ckpt):
+    """ckpt with the weights (and the optimizer state keyed by them) of a model saved from inside a
+    wrapper under their own names, as nanoGPT's train.py strips torch.compile's '_orig_mod.'."""
+    weights = ckpt['model']
+    for prefix in WRAPPER_PREFIXES:
+        if isinstance(weights, dict) and weights and all(isinstance(k, str) and k.startswith(prefix) for k in weights):
+            ckpt['model'] = {k[len(prefix):]: v for k, v in weights.items()}
+            optimizer = ckpt.get('optimizer')
+            if isinstance(optimizer, dict) and isinstance(optimizer.get('state'), dict):
+                optimizer['state'] = {k.removeprefix(prefix) if isinstance(k, str) else k: v
+                                      for k, v in optimizer['state'].items()}
+                for group in optimizer.get('param_groups', []):
+                    group['params'] = [p.removeprefix(prefix) if isinstance(p, str) else p for p in group['params']]
+            return unwrapped(ckpt)
     return ckpt
 
 
@@ -418,10 +448,22 @@ def unknown_fields(model_args):
     return sorted(set(model_args) - set(GPTConfig.__dataclass_fields__)) if isinstance(model_args, dict) else []
 
 
-def folded_note(ckpt):
-    """For a folded checkpoint whose run has trained on since it was folded, the line to print before
-    using it; None otherwise."""
+def folded_note(ckpt, path=None):
+    """For a folded checkpoint read from path that another run's model was folded into (a file copied
+    between runs), or whose run has trained on since it was folded, the line to print before using it;
+    None otherwise."""
     source = ckpt.get('folded_from')
+    beside = os.path.join(os.path.dirname(path), 'ckpt.pt') if path else None
+    if source and beside and os.path.isfile(beside) and os.path.realpath(beside) != os.path.realpath(path):
+        try:
+            run = torch.load(beside, map_location='cpu', weights_only=True, mmap=True)
+            ours = {k: v for k, v in run['model_args'].items() if k != 'folded'}, run['config'].get('seed')
+        except Exception:  # a run checkpoint that cannot be read says nothing about this file
+            ours = None
+        theirs = {k: v for k, v in ckpt['model_args'].items() if k != 'folded'}, (ckpt.get('config') or {}).get('seed')
+        if ours is not None and ours != theirs:
+            return (f"note: {path} was not folded from the run beside it ({beside}: another model or seed) but "
+                    f"from {source}: this is that model (fold.py --out_dir={os.path.dirname(path)} folds this run)")
     if not (isinstance(source, str) and os.path.isfile(source)) or not isinstance(ckpt.get('iter_num'), int):
         return None
     try:
@@ -917,8 +959,9 @@ class GPT(nn.Module):
         try:
             model.load_state_dict(ckpt['model'])
         except RuntimeError as e:
+            detail = str(e).splitlines()[1].strip()
             raise ValueError(f"{path}: its weights do not fit its own config "
-                             f"({str(e).splitlines()[1].strip()})") from None
+                             f"({detail if len(detail) < 300 else detail[:300] + ' ...'})") from None
         broken = [k for k, v in model.state_dict().items() if v.is_floating_point() and not v.isfinite().all()]
         if broken:  # train.py never saves such a state (check_state); a file from elsewhere may hold one
             raise ValueError(f"{path} holds non-finite weights ({broken[0]}): use an earlier checkpoint of "

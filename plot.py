@@ -13,9 +13,11 @@ import json
 import math
 import os
 
+import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+
 import numpy as np
 
-from configurator import figure_metadata, flag, is_our_figure, parse_flags
+from configurator import figure_metadata, flag, folder_kind, is_our_figure, parse_flags
 
 TAPER_LABELS = {"none": "Baseline", "internal": "Internal-Taper", "all": "All-Taper"}
 AUX_LABELS = {"none": "", "fixed": " (+aux)", "baroni": " (+Baroni aux)"}
@@ -32,6 +34,9 @@ def load_run(run_dir):
     for path in (config_path, log_path):
         if os.path.isdir(path):
             raise SystemExit(f"{path} is a folder, not the file train.py writes; pass the out_dir of a train.py run.")
+        if not os.path.isfile(path) and path == log_path and os.path.isfile(config_path):
+            raise SystemExit(f"{run_dir} holds a run's config.json but no log.jsonl, the log plot.py draws (removed, "
+                             f"or a run that never finished its first step): pass runs that have their log")
         if not os.path.isfile(path):
             raise SystemExit(f"{path} not found; pass the out_dir of a train.py run.")
     try:
@@ -64,7 +69,7 @@ def load_run(run_dir):
         raise SystemExit(f"{log_path} holds no train.py training rows (rows with 'iter' and 'lr'); plot a run "
                          f"after its first log interval.")
     label = TAPER_LABELS[config["taper"]] + AUX_LABELS[config["aux_loss"]]
-    return dict(label=label, taper=config["taper"], train=train, evals=evals, config=config)
+    return dict(label=label, taper=config["taper"], train=train, evals=evals, config=config, dir=run_dir)
 
 
 def is_number(value):
@@ -95,6 +100,10 @@ PER_RUN = ("seed", "out_dir", "init_from", "overwrite", "stop_iter", "reschedule
            "wandb_run_name", "data_dir")
 
 
+# The settings that make a run another method or model, never seeds of one setting.
+METHOD = ("taper", "aux_loss", "fakeln", "arch", "norm", "n_layer", "n_head", "n_embd", "vocab_size")
+
+
 def group_runs(runs, labelled=False):
     """Seeds of one setting, in the order given: runs with the same label when the labels were given,
     else runs whose configs agree on everything but PER_RUN. Two settings that share a label (e.g.
@@ -103,6 +112,15 @@ def group_runs(runs, labelled=False):
         groups = {}
         for run in runs:
             groups.setdefault(run["label"], []).append(run)
+        for label, members in groups.items():  # a median over two methods is no setting's curve
+            first = members[0]
+            for other in members[1:]:
+                differ = [k for k in METHOD if first["config"].get(k) != other["config"].get(k)]
+                if differ:
+                    k = differ[0]
+                    raise SystemExit(f"--labels names {first['dir']} and {other['dir']} both {label!r}, but they "
+                                     f"differ in {k} ({first['config'].get(k)}, {other['config'].get(k)}), and runs "
+                                     f"that share a label are drawn as seeds of one setting: give them two labels")
         return groups
     keyed = {}
     for run in runs:
@@ -196,15 +214,20 @@ def main(argv=None):
                              f"one seed, so pass it once")
         seen[os.path.realpath(d)] = d
     if args.labels is not None:
+        strays = [d for d in args.run_dirs if not os.path.exists(d)]
+        if len(args.labels) != len(args.run_dirs) and strays:  # --labels a b: b became a run dir
+            raise SystemExit(f"--labels has {len(args.labels)} entries for {len(args.run_dirs)} run dirs, and {strays[0]} "
+                             f"is no folder (a label after a space?): write the labels comma-separated, "
+                             f"--labels={','.join([*args.labels, *strays])}")
         if len(args.labels) != len(args.run_dirs):
             raise SystemExit(f"--labels has {len(args.labels)} entries but {len(args.run_dirs)} run dirs were "
                              f"given: pass one label per run dir.")
         if not all(label.strip() for label in args.labels):
             raise SystemExit("--labels holds an empty label: give every run dir a name.")
     names = [f"{args.prefix}{name}.png" for name in ("loss", "logit_norm", "grad_norms")]
-    if any(os.path.isfile(os.path.join(args.out_dir, f)) for f in ('train.bin', 'meta.json')):
-        raise SystemExit(f"out_dir={args.out_dir} is a data folder (it holds train.bin or meta.json): write the "
-                         f"figures elsewhere, e.g. --out_dir=out-plots")
+    kind = folder_kind(args.out_dir) if os.path.isdir(args.out_dir) else None
+    if kind and not kind.startswith('a training run'):  # figures beside a run are fine; in data or a model, not
+        raise SystemExit(f"out_dir={args.out_dir} is {kind}: write the figures elsewhere, e.g. --out_dir=out-plots")
     foreign = [n for n in names if os.path.isfile(os.path.join(args.out_dir, n))
                and not is_our_figure(os.path.join(args.out_dir, n), "plot.py")]
     if foreign:

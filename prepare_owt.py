@@ -28,12 +28,15 @@ import math
 import os
 import re
 
+import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+
 import numpy as np
 import tiktoken
+import datasets
 from datasets import load_dataset
 from tqdm import tqdm
 
-from configurator import checked_path, flag, parse_flags
+from configurator import check_cache, checked_path, flag, parse_flags
 from tokens import check_data_out_dir, dtype_for, gpt2_encoding, read_meta
 
 OWT_NAME = "openwebtext"
@@ -54,6 +57,8 @@ def load_splits(input_file=None, val_fraction=0.0005):
         except ConnectionError:
             raise SystemExit(f"Could not download {OWT_NAME}; connect to the internet or pass --input_file.")
     else:
+        if os.path.getsize(input_file) < 100 << 20:
+            datasets.disable_progress_bars()  # seconds of loading: its progress lines would only bury our own
         ds = load_dataset("json", data_files=input_file, split="train")
     # OpenWebText has no validation split; these numbers are the project's spec, so every machine holds
     # out the same documents.
@@ -252,6 +257,7 @@ def check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, input_file, v
 
 def main(argv=None):
     args = parse_flags(FLAGS, argv)
+    check_cache("HF_DATASETS_CACHE", datasets.config.HF_DATASETS_CACHE)  # load_dataset writes there, local files too
     skip_pile = args.skip_pile or args.tokenizer is not None
     why = "--tokenizer skips the Pile sets (they hold GPT-2 tokens)" if args.tokenizer else "--skip_pile"
     for name in ("pile_file", "pile_filtered_file"):
@@ -286,6 +292,16 @@ def main(argv=None):
                           "eot_token": tokenizer.eos_token_id}
     dtype = dtype_for(vocab_size)
     bin_files = {name: os.path.join(out_dir, f"{name}.bin") for name in ("train", "val", *PILE_NAMES)}
+    hub_piles = [name for name in PILE_NAMES if not skip_pile and getattr(args, f"{name}_file") is None
+                 and not os.path.exists(bin_files[name])]
+    if hub_piles:  # before any stage writes: the download comes last, after minutes of tokenizing
+        import huggingface_hub.constants as hub
+        from hf import offline_without_network
+        offline_without_network()
+        if hub.HF_HUB_OFFLINE:
+            raise SystemExit(f"--{hub_piles[0]}_file is not given, so {PILE_NAMES[hub_piles[0]]} would be "
+                             f"downloaded, and the hub cannot be reached (offline): pass --{hub_piles[0]}_file, "
+                             f"or --skip_pile")
     meta_file = os.path.join(out_dir, "meta.json")
     check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, args.input_file, args.val_fraction)
     # The documents are loaded and split before the first file is written, so a failure leaves no trace.

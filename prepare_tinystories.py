@@ -11,10 +11,13 @@ picks up where it stopped; a folder prepared with another --vocab_size or from o
 Each story is encoded as BOS + tokens and the stories are concatenated; train.py samples its windows
 from that stream.
 """
+import hashlib
 import json
 import math
 import os
 import re
+
+import configurator  # first: a missing package or a full disk is then one sentence (its hook)
 
 import numpy as np
 import sentencepiece as spm
@@ -22,11 +25,12 @@ import datasets
 from datasets import load_dataset
 from tqdm import tqdm
 
-from configurator import checked_path, flag, parse_flags
+from configurator import check_cache, checked_path, flag, parse_flags
 from tokens import check_data_out_dir, read_meta
 
 HF_NAME = "roneneldan/TinyStories"
 DTYPE = np.dtype(np.uint16)  # --vocab_size stays below 65536; meta.json names it for tokens.py
+MAX_STORY_LINES = 1000  # more lines than this without a blank one are stories that lack their separators
 MIN_VOCAB = 256 + 3 + 1  # byte_fallback's 256 byte pieces, <unk>, <s>, </s>, and at least one character
 
 
@@ -53,10 +57,16 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
         if path is not None and path.endswith((".jsonl", ".json")):
             raise SystemExit(f"{path} is JSON lines, which prepare_owt.py --input_file reads; prepare_tinystories.py "
                              f"reads plain text, stories separated by blank lines.")
+        if path is not None and (lines := longest_block(path)) > MAX_STORY_LINES:
+            raise SystemExit(f"{path} has {lines:,} lines in a row with no blank line between them, "
+                             f"which would be read as one story: separate its stories by blank lines (one story "
+                             f"per line? `sed G {path} > spaced.txt` adds them)")
     if val_file and any(os.path.realpath(val_file) == os.path.realpath(p) for p in inputs):
         raise SystemExit(f"--val_file={val_file} is also an --input_file: validation text must be held out of "
                          f"training, so name another file or drop --val_file to hold out --val_fraction")
     files = {"train": inputs} | ({"val": val_file} if val_file else {})
+    if sum(os.path.getsize(p) for p in inputs + ([val_file] if val_file else [])) < 100 << 20:
+        datasets.disable_progress_bars()  # seconds of loading: its progress lines would only bury our own
     ds = load_dataset("text", data_files=files, sample_by="paragraph")
     if val_file:
         return {"train": ds["train"], "val": ds["val"]}
@@ -80,14 +90,33 @@ def holds_text(path, chunk=1 << 20):
     return False
 
 
+def file_sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def longest_block(path, limit=16 << 20):
+    """The most lines in a row without a blank one, in the first limit bytes of path: one document to
+    load_dataset's paragraph reader."""
+    longest = run = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            run = 0 if not line.strip() else run + 1
+            longest = max(longest, run)
+            limit -= len(line)
+            if limit < 0:
+                break
+    return longest
+
+
 def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False):
     """Learn a BPE SentencePiece vocab from the first vocab_docs stories; writes model_file and .vocab."""
     prefix = model_file.removesuffix(".model")
     text_file = prefix + "_train.txt"
-    with open(text_file, "w", encoding="utf-8") as f:
-        for doc in train.select(range(min(vocab_docs, len(train))))["text"]:
-            f.write(doc + "\n")
     try:
+        with open(text_file, "w", encoding="utf-8") as f:
+            for doc in train.select(range(min(vocab_docs, len(train))))["text"]:
+                f.write(doc + "\n")
         # byte_fallback: a character unseen here becomes its UTF-8 bytes, never <unk>; identity: no NFKC
         # rewriting of the text; split_digits keeps numbers from merging into thousands of number pieces.
         spm.SentencePieceTrainer.train(
@@ -99,6 +128,9 @@ def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False):
             minloglevel=0 if verbose else 2,  # its C++ log is pages long; errors still surface
         )
     except RuntimeError as e:  # e.g. a vocab_size below the number of distinct characters + 256 bytes
+        for partial in (model_file, prefix + ".vocab"):  # this stage's, cut short: the next run redoes it
+            if os.path.exists(partial):
+                os.remove(partial)
         reason = str(e).strip().splitlines()[0].split("] ", 1)[-1]  # without the C++ source location
         need = re.search(r"smaller than required_chars\. \d+ vs (\d+)", reason)
         if need:
@@ -106,7 +138,8 @@ def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False):
                       f"{need[1]}; raise --vocab_size to at least that")
         raise SystemExit(f"SentencePiece could not train a {vocab_size}-piece vocab: {reason}") from None
     finally:
-        os.remove(text_file)
+        if os.path.exists(text_file):
+            os.remove(text_file)
 
 
 def encode(batch, model_proto):
@@ -133,15 +166,20 @@ def tokenize_split(ds, model_file, bin_file, num_proc=None):
     n_tokens = int(np.sum(ds["len"], dtype=np.int64))
     # Written under a temporary name so that a crash never leaves a truncated file the next run would skip.
     tmp_file = bin_file + ".tmp"
-    out = np.memmap(tmp_file, dtype=DTYPE, mode="w+", shape=(n_tokens,))
-    pos = 0
-    batches = ds.with_format("numpy").iter(batch_size=4096)
-    for batch in tqdm(batches, total=math.ceil(len(ds) / 4096), desc=f"writing {name}", disable=quick):
-        chunk = np.concatenate(batch["ids"])
-        out[pos:pos + len(chunk)] = chunk
-        pos += len(chunk)
-    out.flush()
-    os.replace(tmp_file, bin_file)
+    try:
+        out = np.memmap(tmp_file, dtype=DTYPE, mode="w+", shape=(n_tokens,))
+        pos = 0
+        batches = ds.with_format("numpy").iter(batch_size=4096)
+        for batch in tqdm(batches, total=math.ceil(len(ds) / 4096), desc=f"writing {name}", disable=quick):
+            chunk = np.concatenate(batch["ids"])
+            out[pos:pos + len(chunk)] = chunk
+            pos += len(chunk)
+        out.flush()
+        os.replace(tmp_file, bin_file)
+    except BaseException:
+        if os.path.exists(tmp_file):
+            os.remove(tmp_file)
+        raise
     return n_tokens
 
 
@@ -156,10 +194,17 @@ FLAGS = dict(
     vocab_docs=flag(200000, "stories the vocab is learned from", min=1),
     max_stories=flag(0, "train on the first N training stories only (0: all), e.g. 20000 for the CPU quick "
                         "start; the val split stays whole", min=0),
-    out_dir=flag(None, "default: data/tinystories<vocab_size>", type=str, path='out'),
+    out_dir=flag(None, "default: data/tinystories<vocab_size>", type=str, path='out',
+                 read_only_when=lambda values: prepared(values['out_dir'])),
     num_proc=flag(0, "processes for tokenizing (0: every core)", min=0),
     verbose=flag(False, "show SentencePiece's training log"),
 )
+
+
+def prepared(out_dir):
+    """Whether out_dir holds every stage's output, so that a run writes nothing there."""
+    names = ("tokenizer.model", "train.bin", "val.bin", "meta.json")
+    return all(os.path.isfile(os.path.join(out_dir, name)) for name in names)
 
 
 def same_file(stored, given):
@@ -176,13 +221,31 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
     stage whose output exists is skipped, so it would be kept under the new flags."""
     ours = {"tokenizer.model", "tokenizer.vocab", "tokenizer_train.txt", "train.bin", "val.bin", "meta.json"}
     check_data_out_dir(out_dir, ours, "prepare_tinystories.py")
-    for name in ("train.bin", "val.bin"):  # a token file is kept only as the tokenize stage of this tokenizer
+    # A token file is kept only as the tokenize stage of this tokenizer. meta.json, written last, records the
+    # tokenizer's hash (a copied folder keeps it, though not its files' times; a folder from before the hash:
+    # its token counts); without meta.json, a stage interrupted here, the files' times.
+    try:
+        written = read_meta(out_dir)
+    except ValueError:
+        written = {}  # said below
+    recorded = written.get("tokenizer_sha256")
+    for name in ("train.bin", "val.bin"):
         bin_file = os.path.join(out_dir, name)
-        if os.path.isfile(bin_file) and not (os.path.isfile(model_file)
-                                             and os.path.getmtime(bin_file) >= os.path.getmtime(model_file)):
-            raise SystemExit(f"{bin_file} was not tokenized with {model_file} (it is "
-                             f"{'older than it' if os.path.isfile(model_file) else 'there without it'}), so it "
-                             f"cannot be kept: remove the .bin files, or choose another --{flag_name}")
+        if not os.path.isfile(bin_file):
+            continue
+        if not os.path.isfile(model_file):
+            why = "it is there without it"
+        elif recorded is not None:
+            why = None if recorded == file_sha256(model_file) else "meta.json records another tokenizer's hash"
+        elif written.get(name.replace(".bin", "_tokens")) is not None:
+            count = written[name.replace(".bin", "_tokens")]
+            why = None if count * DTYPE.itemsize == os.path.getsize(bin_file) else \
+                f"meta.json counts {count:,} tokens in it"
+        else:
+            why = None if os.path.getmtime(bin_file) >= os.path.getmtime(model_file) else "it is older than it"
+        if why:
+            raise SystemExit(f"{bin_file} was not tokenized with {model_file} ({why}), so it cannot be kept: "
+                             f"remove the .bin files, or choose another --{flag_name}")
     held = None
     if os.path.isfile(model_file):
         try:
@@ -225,12 +288,14 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
 
 def main(argv=None):
     args = parse_flags(FLAGS, argv)
+    check_cache("HF_DATASETS_CACHE", datasets.config.HF_DATASETS_CACHE)  # load_dataset writes there, local files too
     if args.input_file is None and (args.val_file is not None or args.val_fraction != FLAGS["val_fraction"].default):
         raise SystemExit("--val_file and --val_fraction split --input_file: the Hub's TinyStories has its own "
                          "validation split, so pass --input_file too, or drop them")
     if args.val_file is not None and args.val_fraction != FLAGS["val_fraction"].default:
         raise SystemExit("--val_file and --val_fraction both name the val split: pass one of them")
-    out_dir = args.out_dir or checked_path("out_dir", f"data/tinystories{args.vocab_size}")
+    default = f"data/tinystories{args.vocab_size}"
+    out_dir = args.out_dir or checked_path("out_dir", default, write=not prepared(default))
     model_file = os.path.join(out_dir, "tokenizer.model")
     bin_files = {split: os.path.join(out_dir, f"{split}.bin") for split in ("train", "val")}
     meta_file = os.path.join(out_dir, "meta.json")
@@ -276,11 +341,17 @@ def main(argv=None):
             "train_tokens": os.path.getsize(bin_files["train"]) // DTYPE.itemsize,
             "val_tokens": os.path.getsize(bin_files["val"]) // DTYPE.itemsize,
             "source": ",".join(args.input_file) if args.input_file else HF_NAME, "max_stories": args.max_stories,
+            "tokenizer_sha256": file_sha256(model_file),
         }
         if args.input_file:  # how val.bin was split off, for the check of a later run into this folder
             meta |= {"val_file": args.val_file} if args.val_file else {"val_fraction": args.val_fraction}
-        with open(meta_file, "w") as f:
-            json.dump(meta, f, indent=2)
+        try:
+            with open(meta_file + ".tmp", "w") as f:
+                json.dump(meta, f, indent=2)
+            os.replace(meta_file + ".tmp", meta_file)
+        finally:
+            if os.path.exists(meta_file + ".tmp"):
+                os.remove(meta_file + ".tmp")
         print(f"meta: wrote {meta_file}: {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens")
 
 

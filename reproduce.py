@@ -41,13 +41,15 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
+import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+
 import numpy as np
 import torch
 
 import diagnose
 from configurator import flag, parse_flags
 from model import GPT
-from tokens import open_tokens
+from tokens import open_tokens, read_meta
 
 SETTINGS = {  # name: (label, taper, aux_loss)
     'baseline': ('Baseline', 'none', 'none'),
@@ -143,7 +145,8 @@ FLAGS = dict(
     val_file=flag(None, "local validation text, with --input_file (default: hold out --val_fraction)", type=str,
                   path='text'),
     val_fraction=flag(0.1, "stories held out of --input_file", above=0, below=1),
-    data_dir=flag('data/tinystories2048', "prepared here unless present", path='out'),
+    data_dir=flag('data/tinystories2048', "prepared here unless present", path='out',
+                  read_only_when=lambda values: os.path.isfile(os.path.join(values['data_dir'], 'val.bin'))),
     seeds=flag((1337,), "comma-separated training seeds", items=int, unique=True, min=0, max=2**63 - 1),
     out_root=flag('out-repro', "one run folder per setting and seed", path='out'),
     assets=flag(None, "where the figures and results.json go (default: <out_root>/results; the README's come "
@@ -242,6 +245,17 @@ def check_args(args, train_args):
         prepare_tinystories.check_prepared(
             args.data_dir, args.input_file, args.val_file, args.val_fraction, None,
             os.path.join(args.data_dir, 'tokenizer.model'), os.path.join(args.data_dir, 'meta.json'), 'data_dir')
+    if os.path.isfile(os.path.join(args.data_dir, 'val.bin')):  # used as it is: it must be TinyStories' kind
+        try:
+            meta = read_meta(args.data_dir)
+        except ValueError as e:
+            raise SystemExit(f"{e}: name another --data_dir, or remove {args.data_dir} to prepare it again") from None
+        kind = meta.get('tokenizer', 'sentencepiece')
+        vocab = config_value('vocab_size', train_args)
+        if kind != 'sentencepiece' or meta.get('vocab_size') not in (None, vocab):
+            raise SystemExit(f"--data_dir={args.data_dir} holds {kind} tokens with a vocabulary of "
+                             f"{meta.get('vocab_size')}, not the {vocab}-piece SentencePiece TinyStories the "
+                             f"reproduction trains on: name another --data_dir (prepared here unless present)")
 
 
 def prepare(args):

@@ -16,6 +16,8 @@ import os
 import sys
 from contextlib import nullcontext
 
+import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+
 import torch
 
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
@@ -56,6 +58,9 @@ except (FlagError, ValueError) as e:
 if start[:5].lower() == 'file:' and not start.startswith('FILE:') and os.path.isfile(start[5:]):
     fail(f"--start={start} reads as the prompt text itself: write FILE: in capitals, --start=FILE:{start[5:]}, to "
          f"read the prompt from that file")
+if start == '-' or (start[:1] == '@' and os.path.isfile(start[1:])):  # other tools' ways to name a prompt file
+    fail(f"--start={start} reads as the prompt text itself: sample.py reads a prompt from a file with "
+         f"--start=FILE:path" + (f", --start=FILE:{start[1:]}" if start != '-' else " (e.g. FILE:/dev/stdin)"))
 if start.startswith('FILE:'):
     prompt_file = start[5:].strip()  # FILE: prompt.txt
     if os.path.isdir(prompt_file):
@@ -113,8 +118,8 @@ if model.started and model.tapered_norms():
     print("sampling the tapered model at g = 0")
     if init_from == 'resume' and taper_note(checkpoint):
         print(taper_note(checkpoint))
-if init_from == 'resume' and folded_note(checkpoint):
-    print(folded_note(checkpoint))
+if init_from == 'resume' and folded_note(checkpoint, path):
+    print(folded_note(checkpoint, path))
 x = torch.tensor(prompt, dtype=torch.long, device=device)[None].repeat(num_samples, 1)
 use_bf16 = device.startswith('cuda') and dtype == 'bfloat16'
 ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()

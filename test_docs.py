@@ -97,7 +97,8 @@ def declared_flags(script):
 def test_every_example_names_declared_flags_with_values_they_take(monkeypatch, where, script, argv):
     """Paths an example names need not exist here: only flag names, types, ranges and choices count."""
     monkeypatch.setattr(configurator, 'checked_input', lambda key, path, kind: path)
-    monkeypatch.setattr(configurator, 'checked_path', lambda key, path: path)
+    monkeypatch.setattr(configurator, 'checked_path', lambda key, path, write=True: path)
+    monkeypatch.setattr(configurator, 'check_writable', lambda key, path: path)
     flags, configs = declared_flags(script)
     cut = argv.index('--') if '--' in argv else len(argv)
     configurator.configure(flags, [a if a.startswith('--') or not configs else str(ROOT / a) for a in argv[:cut]],

@@ -152,8 +152,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('fold: an HF weight file as the checkpoint', 'fold.py', ['--out_dir={root}/hf', '--ckpt=model.safetensors'],
      'name the ckpt.pt that train.py or fold.py wrote', None),
     # text inputs that arrive compressed: named by their format, whatever the file is called
-    ('memory: an HF model on the command line', 'memory.py', ['--init_from={root}/hf'], 'does not shape the plan', None),
-    ('memory: a model name that is nowhere', 'memory.py', ['--init_from=no_such_model'], 'does not shape the plan', None),
+    ('memory: an HF model and a shape flag it contradicts', 'memory.py', ['--init_from={root}/hf', '--n_layer=9'],
+     "drop --n_layer (a fine-tune's shape is the model's)", None),
+    ('memory: a model name that is nowhere', 'memory.py', ['--init_from=no_such_model'],
+     'cannot plan a fine-tune of no_such_model', OFFLINE),
     ('prepare_tinystories: token files without their tokenizer', 'prepare_tinystories.py',
      ['--input_file={root}/small.txt', '--out_dir={root}/orphanbin', '--vocab_size=512'],
      'orphanbin/train.bin was not tokenized with', None),
@@ -212,7 +214,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'vocab_size=70000 must lie in [260, 65535]', None),
     ('prepare_tinystories: vocab too small', 'prepare_tinystories.py',
      ['--input_file={root}/small.txt', '--vocab_size=260', '--out_dir={root}/p4'],
-     'SentencePiece could not train', QUIET),
+     'SentencePiece could not train', None),  # datasets' progress lines from loading the text are not printed
     # prepare_owt.py
     ('prepare_owt: malformed jsonl line', 'prepare_owt.py', ['--input_file={root}/bad_line.jsonl',
                                                              '--out_dir={root}/o1'], 'line 2, is not valid JSON', None),
@@ -275,7 +277,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      {'RANK': '0', 'WORLD_SIZE': '1', 'LOCAL_RANK': '5', 'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': '29512'}),
     ('a MASTER_ADDR that does not resolve', 'train.py', T, 'does not resolve',
      {'RANK': '0', 'WORLD_SIZE': '1', 'LOCAL_RANK': '0', 'MASTER_ADDR': 'no.such.host.invalid', 'MASTER_PORT': '29511'}),
-    ('plot: a run without log.jsonl', 'plot.py', ['{root}/nolog', '--out_dir={root}/figs'], 'log.jsonl not found', None),
+    ('plot: a run without log.jsonl', 'plot.py', ['{root}/nolog', '--out_dir={root}/figs'], 'but no log.jsonl', None),
     ('plot: a log row without iter', 'plot.py', ['{root}/noiter', '--out_dir={root}/figs'], "it has no 'iter'", None),
     ('plot: a log row that is not an object', 'plot.py', ['{root}/listrow', '--out_dir={root}/figs'],
      'it holds a JSON list, not an object', None),
@@ -537,6 +539,64 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      '--device=cpu'], 'drop one of them', None),
     ('an OpenMP thread count that is not a number', 'sample.py', ['--out_dir={root}/run', '--device=cpu'],
      'OMP_NUM_THREADS=abc', {'OMP_NUM_THREADS': 'abc'}),
+    # seventh sweep: each row a class (the case that found it in parentheses)
+    ('prepare_tinystories: a HOME where the datasets cache cannot be made', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt', '--vocab_size=512', '--out_dir={root}/homeless'], 'the default HF_DATASETS_CACHE',
+     {'HOME': '{root}/mine.png'}),
+    ('prepare_tinystories: stories without blank lines between them', 'prepare_tinystories.py',
+     ['--input_file={root}/no_blank_lines.txt', '--vocab_size=512', '--out_dir={root}/nbl'],
+     'lines in a row with no blank line between them', None),
+    ('resume after a kill during the first checkpoint', 'train.py', [*R, '--out_dir={root}/cutfirst'],
+     'stopped while it wrote its first checkpoint', None),
+    ('resume with a relative data_dir from another folder', 'train.py', [*R, '--data_dir=relative_data_elsewhere'],
+     'is relative, and relative_data_elsewhere/train.bin not found', None),
+    ('missing data: the prepare command names the vocabulary and folder', 'train.py', [*T, '--data_dir={root}/nodata2'],
+     'prepare_tinystories.py --vocab_size=512 --out_dir=', None),
+    ('plot: one label for two methods', 'plot.py', ['{root}/run', '{root}/trun', '--labels=mine,mine',
+                                                    '--out_dir={root}/s08'], 'give them two labels', None),
+    ('plot: the figures folder named like a figure', 'plot.py', ['{root}/run', '--out_dir={root}/figs/loss.png'],
+     'ends in .png, like a file', None),
+    ('fold: the HF folder named like a weight file', 'fold.py', ['--out_dir={root}/trun',
+                                                                '--export_hf={root}/export.safetensors'],
+     'ends in .safetensors, like a file', None),
+    ('train: the run folder named like a checkpoint', 'train.py', [*T, '--out_dir={root}/newrun.pt'],
+     'ends in .pt, like a file', None),
+    ('reproduce: a data folder of another vocabulary', 'reproduce.py', ['--data_dir={data}', '--out_root={root}/rp'],
+     'not the 2048-piece SentencePiece TinyStories', None),
+    ('reproduce: an OpenWebText data folder', 'reproduce.py', ['--data_dir={root}/owtlike', '--out_root={root}/rp'],
+     'holds tiktoken tokens', None),
+    ('sample: an HF folder whose weights are not its config\'s size', 'sample.py',
+     ['--init_from={root}/llama_vocab600', '--device=cpu'], 'config.json makes it 600 x 64', OFFLINE),
+    ('plot: a package this Python cannot import', 'plot.py', ['{root}/run', '--out_dir={root}/pk'],
+     'needs the matplotlib package', {'PYTHONPATH': '{root}/shadow'}),
+    ('sample: a tokenizer package this Python cannot import', 'sample.py', ['--out_dir={root}/run', '--device=cpu'],
+     'needs the sentencepiece package', {'PYTHONPATH': '{root}/shadow'}),
+    ('resume a checkpoint whose bytes were damaged', 'train.py', [*R, '--out_dir={root}/flipped'], 'is damaged', None),
+    ('sample a checkpoint whose bytes were damaged', 'sample.py', ['--out_dir={root}/flipped', '--device=cpu'],
+     'does not match the checksum stored with it', None),
+    ('evaluate: a run folder as a bare argument', 'evaluate.py', ['{root}/run'],
+     'a folder is named with a flag, e.g. --out_dir=', None),
+    ('sample: the prompt as a bare argument', 'sample.py', ['--out_dir={root}/run', 'Once upon a time'],
+     "a prompt is given as --start=..., e.g. --start='Once upon a time'", None),
+    ('sample: a misspelt local HF folder that reads like a hub name', 'sample.py', ['--init_from=config/finetune_gpt',
+                                                                                    '--device=cpu'],
+     'no folder at config/finetune_gpt', OFFLINE),
+    ('sample: standard input as the prompt', 'sample.py', ['--out_dir={root}/run', '--start=-'], 'FILE:/dev/stdin', None),
+    ('eval_only and memory_plan together', 'train.py', [*R, '--eval_only', '--memory_plan'], 'pass one of them', None),
+    ("meta.json's vocabulary beyond its tokenizer's", 'train.py', [*T, '--data_dir={root}/meta600', '--vocab_size=600'],
+     'tokenizer.model has 512 pieces', None),
+    ('plot: labels given apart', 'plot.py', ['{root}/run', '{root}/trun', '--labels', 'a', 'b', '--out_dir={root}/pl'],
+     'write the labels comma-separated, --labels=a,b', None),
+    ('plot: figures into an HF model folder', 'plot.py', ['{root}/run', '--out_dir={root}/llama'],
+     'is an HF model', None),
+    ('sample under torchrun', 'sample.py', ['--out_dir={root}/run', '--device=cpu'], 'runs in one process',
+     {'WORLD_SIZE': '2'}),
+    ('an unknown flag that resembles no declared one', 'train.py', [*T, '--backend=gloo'],
+     "unknown flag 'backend' on the command line (`python train.py --help` lists them)", None),
+    ('evaluate: a label with a line break', 'evaluate.py', ['--init_from={root}/hf', '--label=my\nrun'],
+     'holds a line break', None),
+    ('prepare_owt: a Pile set to download, offline', 'prepare_owt.py', [*OWT, '--pile_file={root}/pile_1024.jsonl'],
+     'would be downloaded, and the hub cannot be reached', OFFLINE),
 ]
 
 
@@ -711,6 +771,42 @@ def make_workspace(root, data_dir):
     os.makedirs(f'{root}/bindir/train.bin')
     open(f'{root}/emptytexts.jsonl', 'w').write('{"text": ""}\n{"text": "  "}\n')
     open(f'{root}/pile_short.jsonl', 'w').write('{"input_ids": [464, 3290, 50256]}\n')
+    open(f'{root}/pile_1024.jsonl', 'w').write(json.dumps({'input_ids': list(range(1024))}) + '\n')
+    open(f'{root}/no_blank_lines.txt', 'w').write(''.join(f'Story {i} is one line long.\n' for i in range(1500)))
+    os.makedirs(f'{root}/cutfirst')  # a run killed while it wrote its first checkpoint
+    for name in ('config.json', 'log.jsonl'):
+        shutil.copy(f'{root}/run/{name}', f'{root}/cutfirst/{name}')
+    whole = open(f'{root}/run/ckpt.pt', 'rb').read()
+    open(f'{root}/cutfirst/ckpt.pt.tmp', 'wb').write(whole[:len(whole) // 3])
+    shutil.copytree(data_dir, f'{root}/owtlike')
+    json.dump(json.load(open(f'{data_dir}/meta.json')) | {'tokenizer': 'tiktoken', 'vocab_size': 50257,
+                                                           'tokenizer_name': 'gpt2'},
+              open(f'{root}/owtlike/meta.json', 'w'))
+    shutil.copytree(data_dir, f'{root}/copied')  # a prepared folder copied: its files' times in another order
+    later = os.path.getmtime(f'{root}/copied/train.bin') + 60
+    os.utime(f'{root}/copied/tokenizer.model', (later, later))
+    shutil.copytree(f'{root}/copied', f'{root}/copied_old')  # and prepared before meta.json held the hash
+    meta = json.load(open(f'{root}/copied/meta.json'))
+    json.dump({k: v for k, v in meta.items() if k != 'tokenizer_sha256'}, open(f'{root}/copied_old/meta.json', 'w'))
+    os.utime(f'{root}/copied_old/tokenizer.model', (later, later))
+    for package in ('matplotlib', 'sentencepiece'):  # installed here, but not to a process that reads this first
+        os.makedirs(f'{root}/shadow/{package}')
+        open(f'{root}/shadow/{package}/__init__.py', 'w').write(
+            f'raise ModuleNotFoundError("No module named {package!r}", name={package!r})\n')
+    shutil.copytree(f'{root}/run', f'{root}/flipped')  # bytes of a weight flipped on disk
+    damaged = bytearray(open(f'{root}/run/ckpt.pt', 'rb').read())
+    for i in range(len(damaged) // 2, len(damaged) // 2 + 64):
+        damaged[i] ^= 0xFF
+    open(f'{root}/flipped/ckpt.pt', 'wb').write(bytes(damaged))
+    import zipfile
+    assert zipfile.ZipFile(f'{root}/flipped/ckpt.pt').testzip() is not None  # the flip fell on stored data
+    for name, prefix in (('dp_prefixed', 'module.'), ('compiled_prefixed', '_orig_mod.')):
+        os.makedirs(f'{root}/{name}')  # saved from inside DataParallel, or a torch.compile'd model
+        ckpt = torch.load(f'{root}/trun/ckpt.pt', weights_only=True)
+        ckpt['model'] = {prefix + k: v for k, v in ckpt['model'].items()}
+        torch.save(ckpt, f'{root}/{name}/ckpt.pt')
+    shutil.copytree(data_dir, f'{root}/meta600')
+    json.dump(json.load(open(f'{data_dir}/meta.json')) | {'vocab_size': 600}, open(f'{root}/meta600/meta.json', 'w'))
     os.makedirs(f'{root}/cut')
     whole = open(f'{root}/run/ckpt.pt', 'rb').read()
     open(f'{root}/cut/ckpt.pt', 'wb').write(whole[:len(whole) // 2])
@@ -727,6 +823,9 @@ def make_workspace(root, data_dir):
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64)).save_pretrained(f'{root}/hf50k')
     shutil.copytree(f'{root}/llama', f'{root}/llama_mixed')  # a Llama config beside a GPT-2's weights
     shutil.copy(f'{root}/hf50k/model.safetensors', f'{root}/llama_mixed/model.safetensors')
+    hc = json.load(open(f'{root}/llama/config.json'))
+    shutil.copytree(f'{root}/llama', f'{root}/llama_vocab600')
+    json.dump(hc | {'vocab_size': 600}, open(f'{root}/llama_vocab600/config.json', 'w'))
     os.symlink(f'{root}/loopB', f'{root}/loopA')
     os.symlink(f'{root}/loopA', f'{root}/loopB')
     os.makedirs(f'{root}/no_wandb/wandb')
@@ -792,6 +891,18 @@ ACCEPTED = [  # (case, script, arguments, environment)
     ("n_kv_head=0 (n_head's) for an HF Llama with a key/value head per query head", 'train.py',
      [*T, *LLAMA_HF, '--init_from={root}/llama_mha', '--out_dir={root}/mha_run', '--max_iters=2', '--warmup_iters=1',
       '--taper_start=1', '--taper_end=2', '--lr_decay_iters=2', '--eval_interval=2'], None),
+    ('memory: the plan of an HF model folder, shaped by its config.json', 'memory.py', ['--init_from={root}/hf'],
+     OFFLINE),
+    ('prepare_tinystories: a prepared folder copied, its files in another time order', 'prepare_tinystories.py',
+     ['--input_file={shared}/tinystories/train_sample.txt', '--val_file={shared}/tinystories/valid_sample.txt',
+      '--vocab_size=512', '--out_dir={root}/copied'], None),
+    ("sample: a checkpoint saved from inside DataParallel ('module.' before every weight)", 'sample.py',
+     ['--out_dir={root}/dp_prefixed', '--device=cpu', '--max_new_tokens=4'], None),
+    ("fold: a checkpoint of a torch.compile'd model ('_orig_mod.' before every weight)", 'fold.py',
+     ['--out_dir={root}/compiled_prefixed'], None),
+    ('prepare_tinystories: such a copy, prepared before meta.json held the hash', 'prepare_tinystories.py',
+     ['--input_file={shared}/tinystories/train_sample.txt', '--val_file={shared}/tinystories/valid_sample.txt',
+      '--vocab_size=512', '--out_dir={root}/copied_old'], None),
 ]
 
 

@@ -140,3 +140,61 @@ def test_a_module_run_as_a_script_says_what_it_is(module):
     bare = run(module, check=False)
     lines = bare.stderr.strip().splitlines()
     assert bare.returncode != 0 and len(lines) == 1 and 'Traceback' not in bare.stderr, bare.stderr
+
+
+def test_a_folder_is_checked_for_writing_only_when_the_invocation_writes(monkeypatch, tmp_path):
+    """A path='out' folder that no file can be created in is refused by the layer, unless its
+    read_only_when says this invocation writes nothing there (train.py --eval_only, a prepared data
+    folder): root's read-only folders (chattr +i) stand in as a cannot_write that always answers."""
+    monkeypatch.setattr(configurator, 'cannot_write', lambda folder: f"no file can be created in {folder} (test)")
+    flags = dict(out_dir=configurator.flag('out', "a folder", path='out',
+                                           read_only_when=lambda values: values['eval_only']),
+                 eval_only=configurator.flag(False, "write nothing"))
+    folder = str(tmp_path)
+    assert configurator.configure(flags, [f'--out_dir={folder}', '--eval_only'], 'x.py', None)['out_dir'] == folder
+    with pytest.raises(configurator.FlagError, match=r'out_dir=.* cannot be written: no file can be created'):
+        configurator.configure(flags, [f'--out_dir={folder}'], 'x.py', None)
+    # train.py declares it so: its out_dir with --eval_only or --memory_plan
+    declared = {}
+    exec(open(ROOT / 'train.py').read().split('# ' + '-' * 77)[1], declared)
+    rule = declared['out_dir'].read_only_when
+    assert rule({'eval_only': True, 'memory_plan': False}) and rule({'eval_only': False, 'memory_plan': True})
+    assert not rule({'eval_only': False, 'memory_plan': False})
+
+
+def test_what_the_machine_lacks_is_one_sentence_and_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
+    """configurator's excepthook: a package of the requirements that cannot be imported, found anywhere in
+    the chain of causes (transformers re-raises a missing safetensors as its own error), and a full disk
+    (an OSError, or torch.save's zip writer's RuntimeError when little space is left) are one sentence;
+    any other exception, a ModuleNotFoundError of a module that is no package of ours included, is None:
+    its traceback stays."""
+    missing = ModuleNotFoundError("No module named 'safetensors'", name='safetensors')
+    try:
+        try:
+            raise missing
+        except ModuleNotFoundError as e:
+            raise RuntimeError("Could not import module 'LlamaForCausalLM'") from e
+    except RuntimeError as e:
+        wrapped = e
+    assert 'needs the safetensors package' in configurator.lacking(wrapped)
+    assert 'needs the matplotlib package' in configurator.lacking(ModuleNotFoundError(name='matplotlib.pyplot'))
+    assert configurator.lacking(ModuleNotFoundError(name='matplotlib_helpers')) is None  # not the package
+    assert configurator.lacking(ModuleNotFoundError(name='no_such_module_of_ours')) is None
+    assert configurator.lacking(KeyError('iter')) is None
+    import errno
+    assert 'the disk is full' in configurator.lacking(OSError(errno.ENOSPC, 'No space left on device', 'x.bin'))
+    writer = RuntimeError('[enforce fail at inline_container.cc:672] . unexpected pos 710784 vs 710672')
+    monkeypatch.setattr(configurator.shutil, 'disk_usage', lambda path: type('usage', (), {'free': 1000})())
+    assert configurator.write_failure(writer, str(tmp_path / 'ckpt.pt')).startswith('the disk is full')
+    monkeypatch.setattr(configurator.shutil, 'disk_usage', lambda path: type('usage', (), {'free': 10 ** 12})())
+    assert 'unexpected pos' in configurator.write_failure(writer, str(tmp_path / 'ckpt.pt'))
+    assert configurator.write_failure(RuntimeError('shape mismatch'), str(tmp_path / 'ckpt.pt')) is None
+
+
+def test_a_path_flag_reads_a_quoted_tilde_as_the_home_folder(monkeypatch, tmp_path):
+    """'--export_hf=~/exports/a' in quotes reaches the script with its ~: the layer reads it as the shell
+    would have, never as a folder named '~' in the current one."""
+    monkeypatch.setenv('HOME', str(tmp_path))
+    assert configurator.checked_path('export_hf', '~/exports/a') == str(tmp_path / 'exports' / 'a')
+    (tmp_path / 'prompt.txt').write_text('Once')
+    assert configurator.checked_input('input_file', '~/prompt.txt', 'text') == str(tmp_path / 'prompt.txt')

@@ -192,3 +192,14 @@ def test_a_folded_checkpoint_older_than_its_run_is_noted(tmp_path):
     assert 'folded from iter 20' in folded_note(folded) and 'trained to iter 40' in folded_note(folded)
     assert folded_note(folded | {'iter_num': 40}) is None  # folded from the run's last checkpoint
     assert folded_note(folded | {'folded_from': str(tmp_path / 'gone.pt')}) is None
+    # copied into another run's folder: the run beside it is another model, whatever its iter
+    other = tmp_path / 'other'
+    other.mkdir()
+    args = dict(n_layer=2, taper='all')
+    torch.save({'iter_num': 40, 'model': {}, 'model_args': args | {'taper': 'internal'}, 'config': {'seed': 1}},
+               other / 'ckpt.pt')
+    copied = folded | {'model_args': args | {'folded': True}, 'config': {'seed': 1}}
+    note = folded_note(copied, str(other / 'ckpt_folded.pt'))
+    assert 'was not folded from the run beside it' in note and str(tmp_path / 'ckpt.pt') in note
+    torch.save({'iter_num': 20, 'model': {}, 'model_args': args, 'config': {'seed': 1}}, other / 'ckpt.pt')
+    assert 'beside it' not in folded_note(copied, str(other / 'ckpt_folded.pt'))  # the same model: a copied run

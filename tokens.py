@@ -117,9 +117,12 @@ def data_tokenizer(data_dir, meta, arch=None):
         with open(os.path.join(data_dir, meta['tokenizer_model']), 'rb') as f:
             model_bytes = f.read()
         try:
-            spm.SentencePieceProcessor(model_proto=model_bytes)
+            pieces = spm.SentencePieceProcessor(model_proto=model_bytes).vocab_size()
         except RuntimeError:
             raise ValueError(f"{os.path.join(data_dir, meta['tokenizer_model'])} is not a SentencePiece model") from None
+        if meta.get('vocab_size') not in (None, pieces):  # a hand-edited meta.json: the ids stop at the model's
+            raise ValueError(f"{os.path.join(data_dir, 'meta.json')} gives vocab_size={meta['vocab_size']}, but "
+                             f"{meta['tokenizer_model']} has {pieces} pieces")
         return dict(kind='sentencepiece', model=torch.frombuffer(bytearray(model_bytes), dtype=torch.uint8))
     return None
 

@@ -24,6 +24,8 @@ import time
 from contextlib import nullcontext
 from dataclasses import asdict
 
+import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -42,9 +44,11 @@ from tokens import data_tokenizer, open_tokens, read_meta, same_tokenizer
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
 # config file and --key=value; each flag says what it takes (configurator.py), and --help lists them.
-from configurator import Flag, FlagError, configure_globals, flag, folder_kind, init_from_mistake  # noqa: E402
+from configurator import (Flag, FlagError, configure_globals, flag, folder_kind, init_from_mistake,  # noqa: E402
+                          write_failure)
 # I/O
-out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out')
+out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out',
+               read_only_when=lambda values: values['eval_only'] or values['memory_plan'])  # they write nothing
 init_from = flag('scratch', "'scratch', 'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family "
                  "name or save_pretrained folder (hf.py)")
 overwrite = flag(False, "start from scratch over the run already in out_dir (its files go once the "
@@ -172,15 +176,15 @@ PER_INVOCATION = ('init_from', 'overwrite', 'stop_iter', 'reschedule', 'eval_onl
 
 def run_config(values):
     """A resume continues the run in out_dir with its own config, the one its checkpoint holds, so only
-    the flags that change it need passing; None for a scratch run, or a folder without a readable
-    checkpoint (the resume then stops at the checkpoint, saying why)."""
+    the flags that change it need passing; None for a scratch run, or a folder without a checkpoint
+    (the resume then stops at it, saying why); a checkpoint that cannot be read stops here."""
     path = os.path.join(values['out_dir'], 'ckpt.pt')
     if values['init_from'] != 'resume' or not os.path.isfile(path):
         return None
     try:  # mmap: the config, without reading the weights
         held = load_checkpoint(path, 'cpu', mmap=True).get('config')
-    except ValueError:  # damaged, or another program's: the resume stops at it, saying why
-        return None
+    except ValueError as e:  # damaged, or another program's: nothing to resume, whatever the flags say
+        fail(f"cannot resume: {e}")
     return {k: v for k, v in held.items() if k not in PER_INVOCATION} if isinstance(held, dict) else None
 
 
@@ -205,6 +209,10 @@ def check_resumable():
         broken_link(ckpt_path, 'resume')
         runs = sorted(f for f in os.listdir(out_dir) if os.path.isfile(os.path.join(out_dir, f, 'ckpt.pt'))) \
             if os.path.isdir(out_dir) else []
+        if os.path.isfile(ckpt_path + '.tmp'):  # a kill while the first checkpoint was written: no run to go on
+            fail(f"cannot resume: the run in {out_dir} was stopped while it wrote its first checkpoint (only "
+                 f"ckpt.pt.tmp, cut short, is there), so there is nothing to resume: start it again with "
+                 f"--init_from=scratch --overwrite")
         fail(f"cannot resume: no checkpoint at {ckpt_path}: "
              + (f"it is a folder of runs ({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''}): pass one of "
                 f"them as --out_dir" if runs else
@@ -247,6 +255,8 @@ def check_config():
         fail("CUDA is not available on this machine: run with --device=cpu")
     if stop_iter > max_iters:
         fail(f"stop_iter={stop_iter} lies past max_iters={max_iters}")
+    if eval_only and memory_plan:
+        fail("--eval_only and --memory_plan each run instead of training, and the plan exits first: pass one of them")
     if reschedule and init_from != 'resume':
         fail("--reschedule changes the schedule of a run being resumed: drop it, or add --init_from=resume")
     if eval_only and init_from == 'scratch' and rank == 0:  # allowed (a baseline for the untrained model), said
@@ -365,7 +375,11 @@ if eval_only and overwrite:
     fail("--eval_only writes nothing, so --overwrite means nothing with it: drop one of them")
 
 # --- data: windows of one concatenated token stream, at random offsets or as shuffled blocks ----
-prepare_cmd = 'prepare_owt.py' if 'owt' in data_dir or 'openwebtext' in data_dir else 'prepare_tinystories.py'
+if 'owt' in data_dir or 'openwebtext' in data_dir:
+    prepare_cmd = 'prepare_owt.py' + ('' if os.path.normpath(data_dir) == 'data/openwebtext' else f' --out_dir={data_dir}')
+else:  # prepare_tinystories.py writes data/tinystories<vocab_size> unless told otherwise
+    prepare_cmd = f'prepare_tinystories.py --vocab_size={vocab_size}' + (
+        '' if os.path.normpath(data_dir) == f'data/tinystories{vocab_size}' else f' --out_dir={data_dir}')
 
 
 def token_file(split):
@@ -379,6 +393,9 @@ def token_file(split):
     try:
         return open_tokens(data_dir, split)
     except FileNotFoundError as e:
+        if init_from == 'resume' and not os.path.isabs(data_dir):  # the run's own, relative to where it began
+            fail(f"cannot resume: the run's data_dir={data_dir} is relative, and {e} from {os.getcwd()}: run from "
+                 f"the folder the run was started in, or pass --data_dir=<the data folder's path>")
         fail(f"{e}: prepare the data with `python {prepare_cmd}` (or set data_dir)")
     except ValueError as e:
         fail(f"{e}: prepare it again with `python {prepare_cmd}`")
@@ -388,7 +405,8 @@ data = {split: token_file(split) for split in ('train', 'val')}
 for split, tokens in data.items():
     if len(tokens) <= block_size:
         fail(f"{data_dir}/{split}.bin holds {len(tokens):,} tokens, too few for one window of "
-             f"block_size={block_size} plus its target: lower block_size or prepare more data")
+             f"block_size={block_size} plus its target: lower block_size or prepare more data"
+             + (" (a larger --val_fraction, or a --val_file, holds out more)" if split == 'val' else ""))
 meta_path = os.path.join(data_dir, 'meta.json')
 meta = read_meta(data_dir)  # token_file has already refused one that is not JSON
 
@@ -415,7 +433,9 @@ if mask_eot_targets and 'eot_token' not in meta:
 try:
     tokenizer = data_tokenizer(data_dir, meta, arch)  # up front: a data folder without its tokenizer stops here
 except (OSError, KeyError, ValueError) as e:
-    fail(f"{data_dir} lacks its tokenizer ({e}): prepare the data again with `python {prepare_cmd}`")
+    fail(f"{data_dir} lacks its tokenizer ({e}): prepare the data again with `python {prepare_cmd}`"
+         if isinstance(e, (OSError, KeyError)) else f"{data_dir}'s tokenizer is not the one meta.json describes "
+         f"({e}): prepare the data again with `python {prepare_cmd}`")
 if tokenizer is None and master and not memory_plan:
     print(f"note: {data_dir} has no meta.json naming its tokenizer, so the checkpoints will name none and "
           f"sample.py will not decode them (the prepare scripts write one)")
@@ -713,7 +733,7 @@ def cannot_write(path, error):
             os.remove(f)
     kept = f"; {out_dir} is as of its last checkpoint (iter {last_saved})" if last_saved is not None else \
         f"; {out_dir} is as it was"
-    fail(f"cannot write {path} ({error.strerror or error}){kept}: free space or make the folder writable "
+    fail(f"cannot write {path} ({write_failure(error, path)}){kept}: free space or make the folder writable "
          f"(or choose another --out_dir), then run again")
 
 
@@ -919,7 +939,9 @@ def save_checkpoint():
     try:
         torch.save(ckpt, ckpt_path + '.tmp')
         os.replace(ckpt_path + '.tmp', ckpt_path)
-    except OSError as e:  # a full disk, a file or folder that may not be written
+    except (OSError, RuntimeError) as e:  # a full disk, a file or folder that may not be written
+        if write_failure(e, ckpt_path) is None:
+            raise
         cannot_write(ckpt_path, e)
     last_saved = iter_num
     commit()
