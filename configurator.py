@@ -123,6 +123,9 @@ def convert(key, value, spec):
             return checked_range(key, value, spec)
     else:
         number = value
+        if isinstance(value, str) and any(c in value for c in '\u2212\u2013\u2014'):  # pasted from a PDF
+            raise FlagError(f"{key}={value} holds a typographic dash or minus sign (pasted from a document?): "
+                            f"type it as {key}={value.translate(str.maketrans(chr(0x2212) + chr(0x2013) + chr(0x2014), '---'))}")
         if isinstance(value, str):
             try:
                 number = ast.literal_eval(value.strip())
@@ -225,6 +228,9 @@ def checked_input(key, path, kind):
     if kind == 'dir' and os.path.isfile(path):
         raise FlagError(f"{key}={path} is a file, not a folder: name the folder that holds it "
                         f"({os.path.dirname(os.path.abspath(path))})")
+    if not os.path.exists(path) and ' ' in path.strip() and all(os.path.exists(p) for p in path.split()):
+        raise FlagError(f"{key}={path} names {len(path.split())} paths apart by spaces: separate them with commas, "
+                        f"--{key}={','.join(path.split())}")
     if not os.path.exists(path):
         raise FlagError(f"{key}={path}: no such {noun}; check the path")
     return path
@@ -387,6 +393,7 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
         if key in flags:
             values[key] = convert(key, value, flags[key])
     loose = []
+    given = set()  # the flags set on the command line so far
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -409,7 +416,13 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                             f"{argv[i - 2]}={arg.capitalize()}")
         if not arg.startswith('--'):
             if configs:
-                values.update(read_file(arg, values, flags, prog))
+                read = read_file(arg, values, flags, prog)
+                overridden = [k for k in read if k in given and read[k] != values[k]]
+                if overridden:  # in order, the file would undo the flag: never what the flag meant
+                    raise FlagError(f"{arg} sets {overridden[0]}, which --{overridden[0]}= before it already set, "
+                                    f"and a later argument wins: put config files first, then the flags that "
+                                    f"change them")
+                values.update(read)
             elif positional:
                 loose.append(arg)
             else:
@@ -426,6 +439,7 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
             else:
                 raise FlagError(f"--{key} needs a value: write --{key}=VALUE, where {key} takes {spec.rule()}")
         values[key] = convert(key, raw, spec)
+        given.add(key)
     if positional:
         if not loose:
             raise FlagError(f"{prog} needs at least one {positional} argument (`python {prog} --help`)")
@@ -443,6 +457,9 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
 def known(key, flags, prog, where):
     if key in flags:
         return flags[key]
+    if key in ('config', 'config_file', 'cfg') and key not in flags:  # argparse's habit
+        raise FlagError(f"--{key} is no flag: a config file is named alone, before the flags that change it, "
+                        f"e.g. python {prog} config/quick_cpu.py --max_iters=100")
     close = difflib.get_close_matches(key, list(flags), n=1, cutoff=0.75)  # 0.6 offers 'fakeln' for 'backend'
     hint = f"; did you mean '{close[0]}'?" if close else f" (`python {prog} --help` lists them)"
     raise FlagError(f"unknown flag '{key}' {where}{hint}")
@@ -490,6 +507,12 @@ def read_file(path, values, flags, prog):
             raise FlagError(f"config file {path}, line {node.lineno}: `{ast.unparse(node)}` compares and "
                             f"assigns nothing: write `{ast.unparse(node.value.left)} = "
                             f"{ast.unparse(node.value.comparators[0])}`")
+        if isinstance(node, ast.Expr) and not isinstance(node.value, (ast.Call, ast.Await)) and not (
+                isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):  # not a docstring
+            shown = ast.unparse(node)
+            raise FlagError(f"config file {path}, line {node.lineno}: `{shown if len(shown) < 60 else shown[:57] + '...'}`"
+                            f" is a value that assigns nothing (JSON or a dict?): a config file assigns each "
+                            f"value, e.g. max_iters = 20")
     assigned = {}
     for key, value in namespace.items():
         if key.startswith('_') or isinstance(value, (types.ModuleType, types.FunctionType, type)) or \
@@ -627,6 +650,9 @@ def write_failure(error, path):
 
 
 def excepthook(kind, error, tb):
+    if isinstance(error, BrokenPipeError):  # `... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
     sentence = lacking(error)
     if sentence is None:
         sys.__excepthook__(kind, error, tb)

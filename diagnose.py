@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags
-from model import GPT, broken_link, folded_note, load_checkpoint, taper_note
+from model import GPT, broken_link, folded_note, load_checkpoint, replaced_run, taper_note
 from tokens import data_tokenizer, load_tokenizer, open_tokens, read_meta, same_tokenizer
 
 
@@ -336,6 +336,7 @@ def main(argv=None):
     if args.plot is not None:
         check_plot(args.plot)
     path = os.path.join(args.out_dir, args.ckpt)
+    replaced_run(os.path.dirname(path), 'diagnose')
     broken_link(path, 'diagnose')
     if not os.path.isfile(path):
         hint = (f"fold the run first with `python fold.py --out_dir={args.out_dir}`" if 'folded' in args.ckpt else

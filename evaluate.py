@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from configurator import FlagError, configure_globals, flag
 from hf import from_pretrained, init_from_conflict, is_export, tokenizer_reference
-from model import GPT, broken_link, folded_note, load_checkpoint, pick_device, taper_note
+from model import GPT, broken_link, folded_note, load_checkpoint, pick_device, replaced_run, taper_note
 from tokens import data_tokenizer, open_tokens, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
@@ -98,6 +98,7 @@ def load_model():
             name = f"{family} norm-free (fold.py --export_hf)" if is_export(init_from) else f"{family} (pretrained)"
             return model, name, tokenizer_reference(init_from)
         path = os.path.join(out_dir, ckpt)
+        replaced_run(os.path.dirname(path), 'evaluate')
         broken_link(path, 'evaluate')
         if not os.path.isfile(path):
             hint = (f"fold the run first with `python fold.py --out_dir={out_dir}`" if 'folded' in ckpt else

@@ -177,6 +177,18 @@ def folded_from(path):
     return ckpt.get('folded_from') if isinstance(ckpt, dict) else None
 
 
+def copy_of(folded, path):
+    """Whether the folded file at folded was folded from a copy of the checkpoint at path (a run folder
+    copied or moved): the same step of the same model and seed, though under another path."""
+    try:
+        a = torch.load(folded, map_location='cpu', weights_only=True, mmap=True)
+        b = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
+        args = lambda c: {k: v for k, v in c['model_args'].items() if k != 'folded'}
+        return (a['iter_num'], args(a), a['config'].get('seed')) == (b['iter_num'], args(b), b['config'].get('seed'))
+    except Exception:  # either unreadable, or without those fields: not known to be a copy
+        return False
+
+
 def same_path(a, b):
     return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b) or os.path.abspath(a) == os.path.abspath(b)
 
@@ -199,7 +211,7 @@ def check_outputs(args, path):
     if os.path.exists(out) and folded_from(out) is None:
         fail(f"{out} exists and is not a checkpoint fold.py wrote, so fold.py will not replace it: name a new "
              f"file with --out, e.g. --out=ckpt_folded.pt")
-    if os.path.exists(out) and not same_path(folded_from(out), path):
+    if os.path.exists(out) and not same_path(folded_from(out), path) and not copy_of(out, path):
         fail(f"{out} holds a model folded from {folded_from(out)}, not from {path}, so fold.py will not replace it: "
              f"name a new file with --out")
     why = cannot_write(os.path.dirname(os.path.abspath(out)))
@@ -390,10 +402,14 @@ def main(argv=None):
             os.replace(staging, args.export_hf)
         os.replace(out + '.tmp', out)
     except (OSError, RuntimeError) as e:
-        if write_failure(e, out) is None:
+        reason = write_failure(e, out)
+        if reason is None:
             raise
-        fail(f"cannot write {getattr(e, 'filename', None) or out} ({write_failure(e, out)}): nothing was changed; "
-             f"free space or choose a folder you may write")
+        target = str(getattr(e, 'filename2', None) or getattr(e, 'filename', None) or out).removesuffix('.tmp')
+        fail(f"cannot write {target} ({reason}): nothing was changed; "
+             + ("free space, or write to another disk" if reason.startswith('the disk is full') else
+                "make it writable (a read-only or immutable file? see ls -l, lsattr), or name another file with "
+                "--out (or folder with --export_hf)"))
     finally:
         for leftover in (out + '.tmp', staging):
             if leftover and os.path.isfile(leftover):

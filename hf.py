@@ -92,11 +92,11 @@ def load_hf(hf_class, name_or_dir):
         except ValueError as e:
             if str(e).startswith(str(name_or_dir)):
                 raise
-            reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            reason = first_line(e)
             raise ValueError(f"transformers could not read {name_or_dir} ({reason}): write it again with "
                              f"save_pretrained, or download it again") from None
         except Exception as e:
-            reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            reason = first_line(e)
             raise ValueError(f"transformers could not read {name_or_dir} ({reason}): write it again with "
                              f"save_pretrained, or download it again") from None
     offline_without_network()
@@ -137,6 +137,13 @@ def fitting(hf_class, name_or_dir):
     return model
 
 
+def first_line(error):
+    """An exception's message in one line: its first, or, when that only introduces the next ('Class
+    validation error ...:'), both."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()] or [type(error).__name__]
+    return f"{lines[0]} {lines[1]}" if lines[0].endswith(':') and len(lines) > 1 else lines[0]
+
+
 def mismatch(hf_class, name_or_dir):
     """The first weight whose shape in name_or_dir's safetensors files differs from the shape its
     config.json gives, as words ('model.embed_tokens.weight is 512 x 64, config.json makes it 600 x 64')."""
@@ -164,6 +171,10 @@ def gpt2_vocabulary(path):
         return True
 
 
+class TokenizerMismatch(ValueError):
+    """An HF folder whose tokenizer cannot be its model's: no vocabulary, or more ids than embedding rows."""
+
+
 def tokenizer_reference(name_or_dir):
     """The checkpoint's tokenizer reference for an HF model (see train.py): GPT-2's BPE by name, any
     other model's own fast tokenizer as its tokenizer.json text. A GPT-2 folder whose tokenizer.json
@@ -179,10 +190,24 @@ def tokenizer_reference(name_or_dir):
         raise ValueError(f"{name_or_dir} holds no tokenizer files ({', '.join(files)}): save the model's tokenizer "
                          f"there too, with tokenizer.save_pretrained")
     tokenizer = load_hf(AutoTokenizer, name_or_dir)
+    if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_tokens)):  # transformers builds one anyway
+        raise TokenizerMismatch(f"{name_or_dir}'s tokenizer holds no vocabulary, only its special tokens (a "
+                         f"tokenizer_config.json without tokenizer.json?): save the model's tokenizer there too, "
+                         f"with tokenizer.save_pretrained")
+    rows = load_hf(AutoConfig, name_or_dir).vocab_size
+    if len(tokenizer) > rows:
+        raise TokenizerMismatch(f"{name_or_dir}'s tokenizer has {len(tokenizer)} ids, but the model's embedding has "
+                         f"{rows} rows: its tokenizer is another model's; save the model's own tokenizer there")
     return dict(kind='hf', json=tokenizer.backend_tokenizer.to_str(), eos_id=tokenizer.eos_token_id)
 
 
 # --- loading --------------------------------------------------------------------------------------
+
+# The numeric fields of each model type's config.json that shape the model.
+NUMBERS = {'gpt2': ('vocab_size', 'n_positions', 'n_embd', 'n_layer', 'n_head', 'n_inner', 'layer_norm_epsilon'),
+           'llama': ('vocab_size', 'max_position_embeddings', 'hidden_size', 'intermediate_size', 'num_hidden_layers',
+                     'num_attention_heads', 'num_key_value_heads', 'head_dim', 'rms_norm_eps', 'rope_theta')}
+
 
 def pretrained_config(name_or_dir, block_size=None, **overrides):
     """The GPTConfig of an HF GPT-2 or Llama-family checkpoint, read from its config.json alone (no
@@ -195,6 +220,11 @@ def pretrained_config(name_or_dir, block_size=None, **overrides):
     if hc.model_type not in ('gpt2', 'llama'):
         raise ValueError(f"{name_or_dir} is a {hc.model_type!r} model: only GPT-2 and Llama-family "
                          f"(LlamaForCausalLM) checkpoints load")
+    for field in NUMBERS[hc.model_type]:  # a hand-edited config.json ("10000.0") would fail deep in the model
+        value = getattr(hc, field, None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError(f"{name_or_dir}'s config.json gives {field}={value!r}, not a number: write it "
+                             f"without quotes, or save the folder again with save_pretrained")
     if isinstance(hc.eos_token_id, int):
         overrides.setdefault('eot_token', hc.eos_token_id)
     return (gpt2_config if hc.model_type == 'gpt2' else llama_config)(name_or_dir, hc, block_size, overrides)
@@ -265,6 +295,9 @@ def llama_config(name_or_dir, hc, block_size, overrides):
     rope = dict(getattr(hc, 'rope_parameters', None) or {})  # transformers 5; older: rope_theta/rope_scaling
     rope = rope or dict(getattr(hc, 'rope_scaling', None) or {}, rope_theta=getattr(hc, 'rope_theta', 10000.0))
     kind = rope.get('rope_type', rope.get('type', 'default'))
+    for field, value in rope.items():
+        if field not in ('rope_type', 'type') and (isinstance(value, (bool, str)) or value is None):
+            refuse(f"rope_parameters.{field}", value, "it is no number (written in quotes?): write it as a number")
     if kind not in ('default', 'llama3'):
         refuse('rope_type', kind, "RoPE here is plain or Llama-3-scaled ('default' or 'llama3')")
     if rope.get('partial_rotary_factor', 1.0) != 1.0:

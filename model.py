@@ -383,6 +383,15 @@ def pick_device(device):
     return device
 
 
+def replaced_run(folder, script):
+    """Stop with one sentence when folder holds no checkpoint because an --overwrite run was killed
+    before its first one: the run it replaced waits in folder/.replaced, and a resume puts it back."""
+    if os.path.isdir(os.path.join(folder, '.replaced')) and not os.path.isfile(os.path.join(folder, 'ckpt.pt')):
+        raise SystemExit(f"cannot {script}: an --overwrite run in {folder} was killed before its first checkpoint, "
+                         f"and the run it replaced waits in {folder}/.replaced: `python train.py --init_from=resume "
+                         f"--out_dir={folder}` puts it back")
+
+
 def broken_link(path, script):
     """Stop with one sentence when path, a checkpoint a script was told to read, is a symbolic link to
     nothing (else "no checkpoint at" would blame the folder)."""

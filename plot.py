@@ -28,6 +28,9 @@ GRAD_PANELS = {"grad_q": "q", "grad_k": "k", "grad_v": "v", "grad_o": "o",
 
 def load_run(run_dir):
     """Label, taper and log rows of one run: train rows carry 'lr', eval rows carry 'val_loss'."""
+    if os.path.isfile(run_dir):
+        raise SystemExit(f"{run_dir} is a file, not a run's folder: pass the folder that holds it "
+                         f"({os.path.dirname(os.path.abspath(run_dir))}), the out_dir of a train.py run.")
     if not os.path.isdir(run_dir):
         raise SystemExit(f"run directory {run_dir} not found; pass the out_dir of a train.py run.")
     config_path, log_path = os.path.join(run_dir, "config.json"), os.path.join(run_dir, "log.jsonl")

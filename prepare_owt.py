@@ -191,7 +191,7 @@ def write_bin(ds, column, bin_file, vocab_size, dtype, n_rows=None, tokenizer_na
     batches = ds.with_format("numpy").iter(batch_size=BATCH_ROWS)
     try:
         with open(tmp_file, "wb") as f:
-            for batch in tqdm(batches, total=total, desc=f"writing {name}"):
+            for batch in tqdm(batches, total=total, desc=f"writing {name}", disable=bool(n_rows) and n_rows < 100_000):
                 chunk = np.concatenate(batch[column])
                 if len(chunk) and chunk.max() >= vocab_size:  # ids of another tokenizer would be wrong tokens
                     raise SystemExit(f"{name}: found token id {chunk.max()}, beyond {tokenizer_name}'s "

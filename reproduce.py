@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 import diagnose
-from configurator import flag, parse_flags
+from configurator import flag, folder_kind, parse_flags
 from model import GPT
 from tokens import open_tokens, read_meta
 
@@ -215,9 +215,10 @@ def check_args(args, train_args):
         raise SystemExit("--val_file and --val_fraction both name the val split: pass one of them")
     for key in ('out_root', 'assets'):
         folder = getattr(args, key)
-        if folder and any(os.path.isfile(os.path.join(folder, f)) for f in ('train.bin', 'meta.json')):
-            raise SystemExit(f"--{key}={folder} is a data folder (it holds train.bin or meta.json): put the runs and "
-                             f"results elsewhere, e.g. --{key}=out-repro")
+        kind = folder_kind(folder) if folder and os.path.isdir(folder) else None
+        if kind:  # runs and results go into folders of their own, never into data, a run or a model
+            raise SystemExit(f"--{key}={folder} is {kind}: put the runs and results elsewhere, e.g. "
+                             f"--{key}={'out-repro' if key == 'out_root' else 'out-repro/results'}")
     for arg in train_args:
         name = arg.removeprefix('--').partition('=')[0]
         if arg.startswith('--') and name in SET_HERE:

@@ -22,7 +22,7 @@ import torch
 
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
 from configurator import FlagError, configure_globals, flag
-from model import GPT, broken_link, folded_note, load_checkpoint, pick_device, taper_note
+from model import GPT, broken_link, folded_note, load_checkpoint, pick_device, replaced_run, taper_note
 from tokens import load_tokenizer
 
 # -----------------------------------------------------------------------------
@@ -82,6 +82,7 @@ if conflict:
     fail(conflict)
 if init_from == 'resume':
     path = os.path.join(out_dir, ckpt)
+    replaced_run(os.path.dirname(path), 'sample')
     broken_link(path, 'sample')
     if not os.path.isfile(path) and not os.path.isdir(path):
         hint = (f"fold the run first with `python fold.py --out_dir={out_dir}`" if 'folded' in ckpt else

@@ -597,6 +597,33 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'holds a line break', None),
     ('prepare_owt: a Pile set to download, offline', 'prepare_owt.py', [*OWT, '--pile_file={root}/pile_1024.jsonl'],
      'would be downloaded, and the hub cannot be reached', OFFLINE),
+    # eighth sweep
+    ('a config file holding a dict, as JSON would', 'train.py', ['{root}/json_cfg.py', *T],
+     'is a value that assigns nothing', None),
+    ('a config file after the flag it would undo', 'train.py', [*T, '{root}/sets_lr.py'],
+     'sets learning_rate, which --learning_rate= before it already set', None),
+    ("bench: an HF folder whose rope_theta is text", 'bench.py', ['--init_from={root}/llama_ropestr', '--device=cpu'],
+     "rope_parameters.rope_theta='10000.0'", OFFLINE),
+    ("bench: an HF folder whose width is no multiple of its heads", 'bench.py',
+     ['--init_from={root}/llama_heads3', '--device=cpu'], 'is not a multiple of the number of attention heads', OFFLINE),
+    ("sample: an HF folder whose tokenizer is larger than its embedding", 'sample.py',
+     ['--init_from={root}/llama_tok1000', '--device=cpu'], "tokenizer has 1000 ids, but the model's embedding has 512",
+     OFFLINE),
+    ("sample: an HF folder with a tokenizer_config.json and no tokenizer", 'sample.py',
+     ['--init_from={root}/llama_tokcfg', '--device=cpu'], 'holds no vocabulary', OFFLINE),
+    ('resume a folder that holds only a folded checkpoint', 'train.py', [*R, '--out_dir={root}/foldedonly'],
+     'holds ckpt_folded.pt but no ckpt.pt', None),
+    ('a number with a typographic minus', 'train.py', [*T, '--learning_rate=3e\u22124'], 'typographic dash or minus',
+     None),
+    ("argparse's --config", 'train.py', [*T, '--config=config/quick_cpu.py'], '--config is no flag', None),
+    ('prepare_tinystories: two files apart by a space', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt {root}/one_story.txt', '--out_dir={root}/sp'], 'separate them with commas', None),
+    ("plot: a run's checkpoint as the run", 'plot.py', ['{root}/run/ckpt.pt', '--out_dir={root}/pl'],
+     "is a file, not a run's folder", None),
+    ('reproduce: results into a training run', 'reproduce.py', ['--assets={root}/run', '--out_root={root}/rp'],
+     'is a training run', None),
+    ('sample a folder whose --overwrite run was killed before its first checkpoint', 'sample.py',
+     ['--out_dir={root}/killed_overwrite', '--device=cpu'], 'the run it replaced waits in', None),
 ]
 
 
@@ -747,7 +774,11 @@ def make_workspace(root, data_dir):
     os.symlink('/dev/zero', f'{root}/devbin/train.bin')
     os.makedirs(f'{root}/foldedonly')
     shutil.copy(f'{root}/trun/ckpt_folded.pt', f'{root}/foldedonly/ckpt_folded.pt')
-    shutil.copytree(f'{root}/trun', f'{root}/trun2')  # its ckpt_folded.pt was folded from trun's checkpoint
+    shutil.copytree(f'{root}/trun', f'{root}/trun2')  # its ckpt_folded.pt was folded from trun's checkpoint,
+    other = torch.load(f'{root}/trun/ckpt.pt', weights_only=True)  # and its run is another one now (another seed)
+    other['config']['seed'] = 7
+    torch.save(other, f'{root}/trun2/ckpt.pt')
+    shutil.copytree(f'{root}/trun', f'{root}/trun_copy')  # a run folder copied whole: its fold may be redone
     open(f'{root}/mine.png', 'wb').write(b'\x89PNG\r\n\x1a\n a figure of the user')
     os.makedirs(f'{root}/userfigs')
     open(f'{root}/userfigs/loss.png', 'wb').write(b'\x89PNG\r\n\x1a\n a figure of the user')
@@ -807,6 +838,14 @@ def make_workspace(root, data_dir):
         torch.save(ckpt, f'{root}/{name}/ckpt.pt')
     shutil.copytree(data_dir, f'{root}/meta600')
     json.dump(json.load(open(f'{data_dir}/meta.json')) | {'vocab_size': 600}, open(f'{root}/meta600/meta.json', 'w'))
+    open(f'{root}/json_cfg.py', 'w').write('{"max_iters": 20, "eval_interval": 10}\n')
+    open(f'{root}/sets_lr.py', 'w').write('learning_rate = 1e-3\n')
+    shutil.copytree(f'{root}/half', f'{root}/half_aux')
+    os.makedirs(f'{root}/killed_overwrite/.replaced')  # as a SIGKILL before the new run's first checkpoint leaves it
+    for name in ('ckpt.pt', 'config.json', 'log.jsonl'):
+        shutil.copy(f'{root}/run/{name}', f'{root}/killed_overwrite/.replaced/{name}')
+    shutil.copy(f'{root}/run/config.json', f'{root}/killed_overwrite/config.json')
+    shutil.copytree(f'{root}/killed_overwrite', f'{root}/killed_overwrite2')
     os.makedirs(f'{root}/cut')
     whole = open(f'{root}/run/ckpt.pt', 'rb').read()
     open(f'{root}/cut/ckpt.pt', 'wb').write(whole[:len(whole) // 2])
@@ -815,6 +854,15 @@ def make_workspace(root, data_dir):
     llama = dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)
     LlamaForCausalLM(LlamaConfig(**llama, num_key_value_heads=2)).save_pretrained(f'{root}/llama')
     LlamaForCausalLM(LlamaConfig(**llama)).save_pretrained(f'{root}/llama_mha')  # a key/value head per query head
+    for name, change in (('llama_ropestr', {'rope_parameters': {'rope_theta': '10000.0', 'rope_type': 'default'}}),
+                         ('llama_heads3', {'num_attention_heads': 3})):  # config.json edited by hand
+        shutil.copytree(f'{root}/llama', f'{root}/{name}')
+        json.dump(json.load(open(f'{root}/llama/config.json')) | change, open(f'{root}/{name}/config.json', 'w'))
+    shutil.copytree(f'{root}/llama', f'{root}/llama_tok1000')  # another model's tokenizer beside the weights
+    word_tokenizer(f'{root}/llama_tok1000', 997)
+    shutil.copytree(f'{root}/llama', f'{root}/llama_tokcfg')
+    json.dump({'tokenizer_class': 'LlamaTokenizerFast', 'bos_token': '<s>', 'eos_token': '</s>'},
+              open(f'{root}/llama_tokcfg/tokenizer_config.json', 'w'))
     LlamaConfig(**llama, hidden_act='gelu').save_pretrained(f'{root}/llama_gelu')
     LlamaConfig(**llama, num_key_value_heads=3).save_pretrained(f'{root}/llama_kv3')
     shutil.copytree(f'{root}/llama', f'{root}/llama_cut')
@@ -896,6 +944,11 @@ ACCEPTED = [  # (case, script, arguments, environment)
     ('prepare_tinystories: a prepared folder copied, its files in another time order', 'prepare_tinystories.py',
      ['--input_file={shared}/tinystories/train_sample.txt', '--val_file={shared}/tinystories/valid_sample.txt',
       '--vocab_size=512', '--out_dir={root}/copied'], None),
+    ('fold: a copied run folder, folded again', 'fold.py', ['--out_dir={root}/trun_copy'], None),
+    ('resume a folder whose --overwrite run was killed before its first checkpoint (the run put back)', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/killed_overwrite2', '--eval_only', '--device=cpu'], None),
+    ('a resume that changes the scale loss weight (lambda)', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/half_aux', '--aux_weight=0.5', '--device=cpu'], None),
     ("sample: a checkpoint saved from inside DataParallel ('module.' before every weight)", 'sample.py',
      ['--out_dir={root}/dp_prefixed', '--device=cpu', '--max_new_tokens=4'], None),
     ("fold: a checkpoint of a torch.compile'd model ('_orig_mod.' before every weight)", 'fold.py',

@@ -37,7 +37,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import memory
 from memory import describe as describe_memory
-from hf import from_pretrained, pretrained_config, tokenizer_reference
+from hf import TokenizerMismatch, from_pretrained, pretrained_config, tokenizer_reference
 from model import GPT, GPTConfig, broken_link, load_checkpoint
 from tokens import data_tokenizer, open_tokens, read_meta, same_tokenizer
 
@@ -174,11 +174,25 @@ TRAIN_FLAGS = {k: v for k, v in globals().items() if isinstance(v, Flag)}  # bef
 PER_INVOCATION = ('init_from', 'overwrite', 'stop_iter', 'reschedule', 'eval_only', 'memory_plan')
 
 
+def restore_replaced(folder):
+    """A run killed outright (SIGKILL) before its first checkpoint left the run it replaced (--overwrite)
+    aside in folder/.replaced: put it back, over the killed run's config.json and log.jsonl."""
+    held = os.path.join(folder, '.replaced')
+    if not os.path.isdir(held):
+        return
+    for f in os.listdir(held):
+        os.replace(os.path.join(held, f), os.path.join(folder, f))
+    os.rmdir(held)
+    print(f"note: restored the run in {folder} that a killed --overwrite run had moved to .replaced")
+
+
 def run_config(values):
     """A resume continues the run in out_dir with its own config, the one its checkpoint holds, so only
     the flags that change it need passing; None for a scratch run, or a folder without a checkpoint
     (the resume then stops at it, saying why); a checkpoint that cannot be read stops here."""
     path = os.path.join(values['out_dir'], 'ckpt.pt')
+    if values['init_from'] == 'resume' and not values.get('memory_plan') and rank == 0:
+        restore_replaced(values['out_dir'])  # before its config is read: the run to resume is the one put back
     if values['init_from'] != 'resume' or not os.path.isfile(path):
         return None
     try:  # mmap: the config, without reading the weights
@@ -209,6 +223,10 @@ def check_resumable():
         broken_link(ckpt_path, 'resume')
         runs = sorted(f for f in os.listdir(out_dir) if os.path.isfile(os.path.join(out_dir, f, 'ckpt.pt'))) \
             if os.path.isdir(out_dir) else []
+        if os.path.isfile(os.path.join(out_dir, 'ckpt_folded.pt')):
+            fail(f"cannot resume: {out_dir} holds ckpt_folded.pt but no ckpt.pt, and a folded model (fold.py's, for "
+                 f"inference) has no optimizer state to go on from: sample or evaluate it with --ckpt=ckpt_folded.pt, "
+                 f"or fine-tune from the run's ckpt.pt")
         if os.path.isfile(ckpt_path + '.tmp'):  # a kill while the first checkpoint was written: no run to go on
             fail(f"cannot resume: the run in {out_dir} was stopped while it wrote its first checkpoint (only "
                  f"ckpt.pt.tmp, cut short, is there), so there is nothing to resume: start it again with "
@@ -305,7 +323,7 @@ try:
 except ValueError as e:
     fail(str(e))
 if memory_plan:  # the plan needs the config alone: no data, no device, nothing allocated or written
-    if init_from == 'resume' and run_config(dict(init_from=init_from, out_dir=out_dir)) is None:
+    if init_from == 'resume' and run_config(dict(init_from=init_from, out_dir=out_dir, memory_plan=True)) is None:
         fail(f"cannot plan a resume: no readable checkpoint at {os.path.join(out_dir, 'ckpt.pt')}; pass the run's "
              f"--out_dir, or plan a new run without --init_from=resume")
     if rank == 0:
@@ -350,13 +368,8 @@ def ours(path):
     return isinstance(held, dict) and {'init_from', 'taper', 'out_dir'} <= held.keys()
 
 
-if os.path.isdir(os.path.join(out_dir, '.replaced')) and rank == 0 and not memory_plan:
-    # a run killed outright (SIGKILL) before its first checkpoint left the run it replaced aside: put it back
-    held = os.path.join(out_dir, '.replaced')
-    for f in os.listdir(held):
-        os.replace(os.path.join(held, f), os.path.join(out_dir, f))
-    os.rmdir(held)
-    print(f"note: restored the run in {out_dir} that a killed --overwrite run had moved to .replaced")
+if rank == 0 and not memory_plan:
+    restore_replaced(out_dir)
 if init_from != 'resume' and not memory_plan:  # a plan writes nothing
     if any(os.path.isfile(os.path.join(out_dir, f)) for f in ('train.bin', 'meta.json')):
         fail(f"out_dir={out_dir} is a data folder (it holds train.bin or meta.json): write the run elsewhere, "
@@ -442,6 +455,8 @@ if tokenizer is None and master and not memory_plan:
 if init_from not in ('scratch', 'resume'):  # an HF model reads the tokens of its own tokenizer only
     try:
         theirs = tokenizer_reference(init_from)
+    except TokenizerMismatch as e:
+        fail(f"cannot fine-tune: {e}")
     except (OSError, ValueError):
         theirs = None  # a folder without tokenizer files (or no network): the vocabulary checks below still hold
     if tokenizer is not None and not same_tokenizer(theirs, tokenizer):  # theirs None: the model load says why
@@ -560,7 +575,11 @@ elif init_from == 'resume':
                 and isinstance(checkpoint['config'], dict)):
             raise ValueError(f"{ckpt_path} holds iter_num={checkpoint['iter_num']!r}, not a step number")
         # The model's context is its own (a fine-tune keeps its HF context); it must only hold the windows.
-        model = GPT.from_checkpoint(checkpoint, device, **{k: v for k, v in model_args.items() if k != 'block_size'})
+        # aux_weight (lambda) weights a loss, not a tensor of the model: a resume may change it, as it may the
+        # learning rate, and says so below.
+        model = GPT.from_checkpoint(checkpoint, device, **{k: v for k, v in model_args.items()
+                                                           if k not in ('block_size', 'aux_weight')})
+        model.config.aux_weight = aux_weight
     except (FileNotFoundError, ValueError) as e:
         fail(f"cannot resume: {e}")
     if block_size > model.config.block_size:
