@@ -615,6 +615,16 @@ elif init_from == 'resume':
     if not eval_only and iter_num >= end_iter:
         fail(f"the run in {out_dir} is already at iter {iter_num}, so {'stop_iter' if stop_iter else 'max_iters'}"
              f"={end_iter} leaves nothing to train: raise it, or pass --eval_only to evaluate the checkpoint")
+    written = os.path.join(out_dir, 'config.json')
+    if master and ours(written):  # an edit of config.json changes nothing: a resume reads the checkpoint's
+        with open(written) as f:
+            edited = json.load(f)
+        held = json.loads(json.dumps(checkpoint['config']))
+        edits = [k for k in held if k in edited and edited[k] != held[k] and k not in PER_INVOCATION + ('out_dir',)]
+        if edits:
+            print(f"note: {written} gives {edits[0]}={edited[edits[0]]!r}, the checkpoint {held[edits[0]]!r}: a resume "
+                  f"takes the checkpoint's config (config.json is its copy, rewritten from it); change a setting "
+                  f"with its flag")
     if master and changed:  # allowed (e.g. a lower learning rate after a spike), but never silently
         print("resuming with changed settings: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
 else:
