@@ -47,7 +47,7 @@ from model import GPT, GPTConfig, greedy_step, load_checkpoint, pick_device
 
 # -----------------------------------------------------------------------------
 ckpt = flag('', "a tapered checkpoint to time ('': the config below with random weights)")
-init_from = flag('', "or an HF Llama-family name or save_pretrained folder (hf.py) ('': none)")
+init_from = flag('', "or an HF GPT-2 or Llama-family name or save_pretrained folder (hf.py) ('': none)")
 n_layer = flag(8, "blocks of the random-weight model", min=1)
 n_head = flag(16, "attention heads of the random-weight model", min=1)
 n_embd = flag(512, "width d of the random-weight model", min=1)
@@ -154,6 +154,9 @@ def build_variants():
         if tapered.config.arch != 'llama':
             fail(f"{ckpt} holds a GPT-2 model: bench.py times the Llama layout (TinyStories runs); for a GPT-2 "
                  f"pass --init_from=<its HF name or folder>")
+        if tapered.config.folded:
+            fail(f"{ckpt} is a folded checkpoint (fold.py's): bench.py folds the run's own model itself, to time it "
+                 f"unfused and fused; pass --ckpt=<the run>/ckpt.pt")
         if not tapered.started or not tapered.tapered_norms():
             fail(f"{ckpt} is not a tapered model past its taper start: pass the ckpt.pt of an Internal-Taper "
                  f"or All-Taper run from taper_start on")

@@ -251,9 +251,9 @@ def checked_path(key, path, write=True):
         raise FlagError(f"{key}={path} is a broken symbolic link (to {os.readlink(path)}): remove it, or name "
                         f"another folder")
     if os.path.exists(path) and not os.path.isdir(path):
-        hint = f"the run's folder ({os.path.dirname(os.path.abspath(path))}), not its checkpoint" \
-            if path.endswith('.pt') else "a folder to write into"
-        raise FlagError(f"{key}={path} is a file, not a folder: name {hint}")
+        what = " (a checkpoint?)" if path.endswith('.pt') else ""
+        raise FlagError(f"{key}={path} is a file{what}, not a folder: name a folder to write into, e.g. the one that "
+                        f"holds it ({os.path.dirname(os.path.abspath(path))})")
     ending = os.path.splitext(os.path.normpath(path))[1].lower()
     if ending in FILE_ENDINGS and not os.path.isdir(path):
         raise FlagError(f"{key}={path} ends in {ending}, like a file, but names the folder the script writes its "
@@ -414,6 +414,13 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                 and arg.lower() in ('true', 'false', '0', '1'):  # --compile False, after a boolean flag
             raise FlagError(f"{argv[i - 2]} {arg}: a boolean flag takes its value after '=': write "
                             f"{argv[i - 2]}={arg.capitalize()}")
+        if re.fullmatch(r'-[A-Za-z_]\w*(=.*)?', arg, re.S) and arg[1:].partition('=')[0] in flags:
+            raise FlagError(f"{arg} has one dash: flags take two, --{arg[1:]}")
+        if arg.startswith('--') and '=' in arg and arg[2:].partition('=')[0] in given and \
+                convert(arg[2:].partition('=')[0], arg.partition('=')[2], flags[arg[2:].partition('=')[0]]) != \
+                values[arg[2:].partition('=')[0]]:
+            print(f"note: --{arg[2:].partition('=')[0]} is given twice; the later value, "
+                  f"{arg.partition('=')[2]}, is used")
         if not arg.startswith('--'):
             if configs:
                 read = read_file(arg, values, flags, prog)

@@ -323,6 +323,10 @@ def main(argv=None):
         raise SystemExit(str(e)) from None
     rest = [a for a in argv if not (a.startswith('--') and a[2:].partition('=')[0] in FLAGS)]
     if not values['summary']:
+        files = [a for a in rest if not a.startswith('--')]
+        if len(files) > 1:  # layered, as train.py reads them; a reader who meant a table is told how
+            print(f"note: the {len(files)} config files are applied one over another, as train.py reads them, for one "
+                  f"plan; --summary plans each apart")
         print(describe(hf_shaped(checked(resolve(rest)), argv), nproc, gpu_gb))
         return
     files = [a for a in rest if not a.startswith('--')]

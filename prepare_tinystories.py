@@ -221,6 +221,13 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
     stage whose output exists is skipped, so it would be kept under the new flags."""
     ours = {"tokenizer.model", "tokenizer.vocab", "tokenizer_train.txt", "train.bin", "val.bin", "meta.json"}
     check_data_out_dir(out_dir, ours, "prepare_tinystories.py")
+    try:
+        kind = read_meta(out_dir).get("tokenizer", "sentencepiece")
+    except ValueError:
+        kind = "sentencepiece"  # its meta.json is said below
+    if kind != "sentencepiece":
+        raise SystemExit(f"{out_dir} holds {kind} tokens (prepare_owt.py's data), not TinyStories in a SentencePiece "
+                         f"vocabulary: choose another --{flag_name}")
     # A token file is kept only as the tokenize stage of this tokenizer. meta.json, written last, records the
     # tokenizer's hash (a copied folder keeps it, though not its files' times; a folder from before the hash:
     # its token counts); without meta.json, a stage interrupted here, the files' times.

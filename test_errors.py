@@ -379,7 +379,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('evaluate: the checkpoint file as the run folder', 'evaluate.py', ['--out_dir={root}/run/ckpt.pt'],
      'is a file, not a folder: name the folder that holds it', None),
     ('resume with the checkpoint file as the run folder', 'train.py', [*R, '--out_dir={root}/run/ckpt.pt'],
-     "/run), not its checkpoint", None),
+     "is a file (a checkpoint?), not a folder: name a folder to write into, e.g. the one that holds it (", None),
     ('diagnose: a data folder that is not there', 'diagnose.py', ['--out_dir={root}/run', '--data_dir={root}/nodata'],
      'no such folder', None),
     ('reproduce: a folder as the text', 'reproduce.py', ['--input_file={root}/emptydir'], 'is a folder, not a file', None),
@@ -624,6 +624,14 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'is a training run', None),
     ('sample a folder whose --overwrite run was killed before its first checkpoint', 'sample.py',
      ['--out_dir={root}/killed_overwrite', '--device=cpu'], 'the run it replaced waits in', None),
+    # ninth sweep
+    ('one dash before a flag', 'train.py', [*T, '-max_iters=12'], 'has one dash: flags take two, --max_iters=12', None),
+    ('prepare_tinystories: into an OpenWebText data folder', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt', '--vocab_size=512', '--out_dir={root}/owtlike'], 'holds tiktoken tokens', None),
+    ('bench: a folded checkpoint', 'bench.py', ['--ckpt={root}/trun/ckpt_folded.pt', '--device=cpu'],
+     "is a folded checkpoint (fold.py's)", None),
+    ('meta.json with a vocabulary beyond uint16', 'train.py', [*T, '--data_dir={root}/meta70k', '--vocab_size=70000'],
+     'prepare it again with `python prepare_tinystories.py --out_dir=', None),
 ]
 
 
@@ -836,6 +844,8 @@ def make_workspace(root, data_dir):
         ckpt = torch.load(f'{root}/trun/ckpt.pt', weights_only=True)
         ckpt['model'] = {prefix + k: v for k, v in ckpt['model'].items()}
         torch.save(ckpt, f'{root}/{name}/ckpt.pt')
+    shutil.copytree(data_dir, f'{root}/meta70k')
+    json.dump(json.load(open(f'{data_dir}/meta.json')) | {'vocab_size': 70000}, open(f'{root}/meta70k/meta.json', 'w'))
     shutil.copytree(data_dir, f'{root}/meta600')
     json.dump(json.load(open(f'{data_dir}/meta.json')) | {'vocab_size': 600}, open(f'{root}/meta600/meta.json', 'w'))
     open(f'{root}/json_cfg.py', 'w').write('{"max_iters": 20, "eval_interval": 10}\n')

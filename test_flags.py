@@ -198,3 +198,14 @@ def test_a_path_flag_reads_a_quoted_tilde_as_the_home_folder(monkeypatch, tmp_pa
     assert configurator.checked_path('export_hf', '~/exports/a') == str(tmp_path / 'exports' / 'a')
     (tmp_path / 'prompt.txt').write_text('Once')
     assert configurator.checked_input('input_file', '~/prompt.txt', 'text') == str(tmp_path / 'prompt.txt')
+
+
+def test_a_flag_given_twice_says_which_value_is_used(capsys):
+    """nanoGPT's order stays (a later --key=value wins, so `$BASE --max_iters=200` overrides), but a flag
+    given twice with two values is never silent; the same value twice, or one flag, says nothing."""
+    flags = dict(max_iters=configurator.flag(10, "steps", min=1))
+    assert configurator.configure(flags, ['--max_iters=20', '--max_iters=200'], 'x.py', None)['max_iters'] == 200
+    assert 'note: --max_iters is given twice; the later value, 200, is used' in capsys.readouterr().out
+    configurator.configure(flags, ['--max_iters=20', '--max_iters=20'], 'x.py', None)
+    configurator.configure(flags, ['--max_iters=20'], 'x.py', None)
+    assert capsys.readouterr().out == ''

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import memory
+from conftest import run
 from model import GPT, GPTConfig
 
 CASES = [  # (arch, norm, protocol): the phase that saves the most, as memory.py assumes
@@ -212,3 +213,12 @@ def test_memory_plans_the_micro_batch_each_rank_runs():
     assert eight['activations'] == nine['activations']
     with pytest.raises(ValueError, match='5 ranks cannot split the global batch of 28 x 18 = 504'):
         memory.plan(config, nproc=5)
+
+
+def test_two_config_files_are_layered_as_train_py_reads_them_and_said():
+    """memory.py reads its arguments as train.py does, so two config files make one plan, the second over
+    the first (GPT-2 M's shape); a reader who meant one row each is told about --summary."""
+    out = run('memory.py', 'config/finetune_gpt2_s_alltaper.py', 'config/finetune_gpt2_m_alltaper.py').stdout
+    assert out.startswith('note: the 2 config files are applied one over another') and '--summary' in out
+    assert 'memory plan: 354,873,344 parameters' in out  # GPT-2 M, as config/finetune_gpt2_m_alltaper.py alone
+    assert 'config files' not in run('memory.py', 'config/finetune_gpt2_m_alltaper.py').stdout

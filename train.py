@@ -391,7 +391,7 @@ if eval_only and overwrite:
 if 'owt' in data_dir or 'openwebtext' in data_dir:
     prepare_cmd = 'prepare_owt.py' + ('' if os.path.normpath(data_dir) == 'data/openwebtext' else f' --out_dir={data_dir}')
 else:  # prepare_tinystories.py writes data/tinystories<vocab_size> unless told otherwise
-    prepare_cmd = f'prepare_tinystories.py --vocab_size={vocab_size}' + (
+    prepare_cmd = 'prepare_tinystories.py' + (f' --vocab_size={vocab_size}' if 260 <= vocab_size < 2**16 else '') + (
         '' if os.path.normpath(data_dir) == f'data/tinystories{vocab_size}' else f' --out_dir={data_dir}')
 
 
