@@ -262,9 +262,7 @@ def checked_path(key, path, write=True):
     if any(c in path for c in '\r\n\t') or path != path.rstrip():
         raise FlagError(f"{key}={path!r} ends in or holds a space, tab or line break (a config file saved with "
                         f"Windows line ends?): name the folder without it")
-    parent = os.path.abspath(path)
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
+    parent = nearest_existing(path)
     longest = max(os.path.abspath(path).split(os.sep), key=len)
     limit = os.pathconf(parent, 'PC_NAME_MAX') if os.path.isdir(parent) else 255
     if len(longest.encode()) > limit:
@@ -275,12 +273,18 @@ def checked_path(key, path, write=True):
     return check_writable(key, path) if write else path
 
 
-def check_writable(key, path):
-    """path, a folder to write into (present, or made inside the nearest folder that is): one sentence when
-    no file can be created there."""
+def nearest_existing(path):
+    """path itself, or the nearest folder above it that exists (where a folder to be made is created)."""
     parent = os.path.abspath(path)
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
+    return parent
+
+
+def check_writable(key, path):
+    """path, a folder to write into (present, or made inside the nearest folder that is): one sentence when
+    no file can be created there."""
+    parent = nearest_existing(path)
     why = cannot_write(parent)
     if why:
         raise FlagError(f"{key}={path} cannot be written: {why}; choose another folder")
@@ -367,9 +371,7 @@ def check_cache(name, path):
     if os.path.exists(path) and not os.path.isdir(path):
         raise FlagError(f"{setting} is a file, not a folder: {remedy}")
     if not os.path.exists(path):  # the library will create it: it must be able to
-        parent = os.path.abspath(path)
-        while not os.path.exists(parent):
-            parent = os.path.dirname(parent)
+        parent = nearest_existing(path)
         why = f"{parent} is a file" if not os.path.isdir(parent) else cannot_write(parent)
         if why:
             raise FlagError(f"{setting} does not exist and cannot be created ({why}): {remedy}")
