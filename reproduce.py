@@ -260,12 +260,12 @@ def check_args(args, train_args):
 
 
 def prepare(args):
-    """Stage 1: the data folder, prepared unless present."""
+    """Stage 1: the data folder, prepared unless present, with the vocabulary the runs train with."""
     if not os.path.isfile(os.path.join(args.data_dir, 'val.bin')):
         local = ['--input_file', ','.join(args.input_file)] if args.input_file else []
         if args.input_file:
             local += ['--val_file', args.val_file] if args.val_file else ['--val_fraction', args.val_fraction]
-        run('prepare_tinystories.py', '--vocab_size', 2048, '--out_dir', args.data_dir, *local)
+        run('prepare_tinystories.py', '--vocab_size', config_value('vocab_size', args.train_args), '--out_dir', args.data_dir, *local)
 
 
 

@@ -547,13 +547,13 @@ def test_reproduce_script_end_to_end(tmp_path):
     """reproduce.py on both local TinyStories samples, pooled and split, with a shortened schedule:
     every setting trains, the tapered ones fold without changing their validation loss, the All-Taper
     ones are also folded with --reset_unseen and scored, the diagnostic, the decoding benchmark and
-    the figures are written."""
+    the figures are written. The data folder is prepared with the vocabulary the runs train with."""
     require_shared()
     out = run('reproduce.py', '--input_file', f"{SHARED / 'tinystories' / 'train_sample.txt'},"
               f"{SHARED / 'tinystories' / 'valid_sample.txt'}", '--val_fraction=0.1', f'--data_dir={tmp_path / "data"}',
               f'--out_root={tmp_path / "runs"}', f'--assets={tmp_path / "assets"}', '--val_windows=8', '--jobs=2', '--seeds=1,2', '--ablation_seeds=1',
               '--settings=baseline,internal,all,all-noaux,all-notail',
-              '--bench_prompt=16', '--bench_new=8', '--', '--n_layer=2', '--block_size=64', '--max_iters=24',
+              '--bench_prompt=16', '--bench_new=8', '--', '--vocab_size=1024', '--n_layer=2', '--block_size=64', '--max_iters=24',
               '--warmup_iters=8', '--taper_start=8', '--taper_end=20', '--lr_decay_iters=24', '--eval_interval=12',
               '--eval_iters=2', '--log_interval=4', '--learning_rate=1e-3').stdout
     results = json.load(open(tmp_path / 'assets' / 'results.json'))
@@ -570,6 +570,7 @@ def test_reproduce_script_end_to_end(tmp_path):
     assert seeds_trained == {'baseline': 2, 'internal': 2, 'all': 2, 'all-noaux': 1, 'all-notail': 1}  # ablations: seed 1
     assert results['settings']['baseline']['clean_mean_std'] is not None and '| All-Taper (no aux) (1 seed) |' in out
     meta = json.load(open(tmp_path / 'data' / 'meta.json'))
+    assert meta['vocab_size'] == 1024  # the vocabulary given after --, not reproduce.py's default
     assert results['data']['epochs'] == pytest.approx(24 * 16 * 64 / meta['train_tokens'])
     assert meta['val_tokens'] < meta['train_tokens'] / 5  # a tenth of the pooled stories held out
     assert set(results['reset_unseen']) == {'all', 'all-noaux', 'all-notail'} and (tmp_path / 'assets' / 'diagnose.txt').exists()
