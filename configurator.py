@@ -474,15 +474,18 @@ def known(key, flags, prog, where):
     raise FlagError(f"unknown flag '{key}' {where}{hint}")
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))  # the repository's scripts
+
+
 def read_file(path, values, flags, prog):
     if os.path.isdir(path):
         where = next((k for k in ('out_dir', 'data_dir') if k in flags), None)
         hint = f"; a folder is named with a flag, e.g. --{where}={path}" if where else ""
         raise FlagError(f"{path} is a folder, not a config file (a file such as config/taper_internal_512.py){hint}")
-    if not path.endswith('.py') and not os.path.exists(path) and 'start' in flags:
+    if not path.lower().endswith('.py') and not os.path.exists(path) and 'start' in flags:
         raise FlagError(f"{path!r} is neither a flag nor a config file: a prompt is given as --start=..., e.g. "
                         f"--start={shlex.quote(path)}")
-    if not path.endswith('.py'):
+    if not path.lower().endswith('.py'):  # config/Mine.PY too
         raise FlagError(f"{path} is not a config file: a config file is Python (.py) that assigns values, "
                         f"e.g. learning_rate = 3e-4")
     if not os.path.isfile(path):
@@ -495,6 +498,14 @@ def read_file(path, values, flags, prog):
         raise FlagError(f"config file {path} is not UTF-8 text: save it as UTF-8") from None
     try:
         tree = ast.parse(source, path)
+    except SyntaxError as e:
+        raise FlagError(f"config file {path}, line {e.lineno}: {e.msg}; a config file is Python that "
+                        f"assigns values, e.g. learning_rate = 3e-4") from None
+    if os.path.dirname(os.path.abspath(path)) == HERE and any(
+            isinstance(node, (ast.FunctionDef, ast.ClassDef)) for node in tree.body):
+        raise FlagError(f"{path} is one of the repository's scripts, not a config file: name a config file "
+                        f"first, e.g. python {prog} config/quick_cpu.py")
+    try:
         namespace['__name__'] = '__main__'  # as `python config.py` would run it: an `if __name__` block too
         exec(compile(tree, path, 'exec'), namespace)
     except SyntaxError as e:

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from configurator import FlagError, configure_globals, flag
 from hf import from_pretrained, init_from_conflict, is_export, tokenizer_reference
 from model import GPT, broken_link, folded_note, load_checkpoint, pick_device, replaced_run, taper_note
-from tokens import data_tokenizer, open_tokens, read_meta, same_tokenizer
+from tokens import data_tokenizer, open_tokens, raw_text, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
 init_from = flag('resume', "'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family name or "
@@ -198,8 +198,8 @@ if not os.path.isdir(data_dir):
          f"`python prepare_owt.py`")
 present = [(key, name, split) for key, name, split in SETS if os.path.isfile(f"{data_dir}/{split}.bin")]
 if not present:
-    fail(f"{data_dir} has none of val.bin, pile.bin, pile_filtered.bin: write them with `python prepare_owt.py`, "
-         f"or pass the --data_dir it wrote")
+    fail(raw_text(data_dir) or f"{data_dir} has none of val.bin, pile.bin, pile_filtered.bin: write them with "
+                               f"`python prepare_owt.py`, or pass the --data_dir it wrote")
 missing = [f"{split}.bin" for key, name, split in SETS if (key, name, split) not in present]
 if missing:  # scored as '-': said, so that a missing set is not read as one left out on purpose
     print(f"note: {data_dir} has no {' or '.join(missing)}, so the table shows '-' for "

@@ -14,6 +14,7 @@ A field this model cannot compute stops with one sentence naming it.
 """
 
 import difflib
+import json
 import os
 from types import SimpleNamespace
 
@@ -116,6 +117,12 @@ def fitting(hf_class, name_or_dir):
     from transformers.utils import logging
     if not (isinstance(hf_class, type) and issubclass(hf_class, PreTrainedModel)):
         return hf_class.from_pretrained(name_or_dir)
+    with open(os.path.join(name_or_dir, 'config.json'), encoding='utf-8') as f:
+        architectures = json.load(f).get('architectures') or []
+    if architectures and not any(str(a).endswith(('ForCausalLM', 'LMHeadModel')) for a in architectures):
+        raise ValueError(f"{name_or_dir} holds a {architectures[0]}, which has no language-model head to predict "
+                         f"tokens with: pass a causal language model's folder (e.g. saved from "
+                         f"{hf_class.__name__})")
     verbosity = logging.get_verbosity()
     logging.set_verbosity_error()  # its load report: said below in one sentence instead
     try:
@@ -134,7 +141,27 @@ def fitting(hf_class, name_or_dir):
         raise ValueError(f"{name_or_dir}'s weights do not fit its config.json ({len(info[bad[0]])} "
                          f"{bad[0].replace('_', ' ')}, e.g. {example}): write the folder again with save_pretrained "
                          f"from the model it holds")
+    untied = untied_head(model, name_or_dir)
+    if untied:
+        raise ValueError(untied)
     return model
+
+
+def untied_head(model, name_or_dir):
+    """One sentence when config.json ties the head to the embedding but the folder holds a head of its
+    own that differs: transformers would drop that head without a word. None otherwise."""
+    from safetensors import safe_open
+    if not getattr(model.config, 'tie_word_embeddings', False):
+        return None
+    embedding = model.get_input_embeddings().weight
+    for file in sorted(f for f in os.listdir(name_or_dir) if f.endswith('.safetensors')):
+        with safe_open(os.path.join(name_or_dir, file), 'pt') as f:
+            if 'lm_head.weight' in f.keys() and not torch.equal(f.get_tensor('lm_head.weight').to(embedding.dtype),
+                                                                embedding.detach()):
+                return (f"{name_or_dir}'s config.json ties the head to the embedding (tie_word_embeddings=true), "
+                        f"but {file} holds an lm_head.weight of its own, which that would drop: set "
+                        f"\"tie_word_embeddings\": false in config.json to use it")
+    return None
 
 
 def first_line(error):

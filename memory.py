@@ -313,6 +313,9 @@ def main(argv=None):
     if values['init_from'] == 'resume':  # train.py reads a resume's config from its checkpoint
         raise SystemExit(f"memory.py plans from config files and flags; a resume's config is in its checkpoint: "
                          f"python train.py --init_from=resume --out_dir={values['out_dir']} --memory_plan")
+    if os.path.isfile(os.path.join(values['out_dir'], 'ckpt.pt')) and any(a.startswith('--out_dir') for a in argv):
+        print(f"note: this plan is of the config files and flags given, not of the run in {values['out_dir']}: "
+              f"python train.py --init_from=resume --out_dir={values['out_dir']} --memory_plan plans that run")
     if nproc > 1 and not values['fsdp'] and any(a.startswith('--fsdp=') for a in argv):  # said so, not the default
         raise SystemExit(f"--nproc={nproc} with --fsdp=False asks for a plan of DDP, which keeps every weight and "
                          f"its AdamW state on each rank; memory.py plans FSDP2 over several ranks: drop --fsdp=False, "

@@ -896,37 +896,39 @@ class GPT(nn.Module):
         return self.lm_head(self.transformer.ln_f(h))[:, -1, :]  # (B, V)
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
-        """Continue idx (B, T) by max_new_tokens tokens; temperature 0 is greedy decoding. Runs in eval
-        mode (no dropout, no statistics moved) and leaves the model's mode as it was."""
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, vocab=None):
+        """Continue idx (B, T) by max_new_tokens tokens; temperature 0 is greedy decoding. vocab: draw
+        only ids below it (the tokenizer's, when the embedding has more rows). Runs in eval mode (no
+        dropout, no statistics moved) and leaves the model's mode as it was."""
         was_training = self.training
         self.eval()
         try:
-            return self._generate(idx, max_new_tokens, temperature, top_k)
+            return self._generate(idx, max_new_tokens, temperature, top_k, vocab)
         finally:
             self.train(was_training)
 
-    def _generate(self, idx, max_new_tokens, temperature, top_k):
+    def _generate(self, idx, max_new_tokens, temperature, top_k, vocab):
         B, T = idx.size()
         L = self.config.block_size
         if T + max_new_tokens > L:  # past the context: each token from the last L, as nanoGPT does (no cache)
             for _ in range(max_new_tokens):
                 logits = self(idx[:, -L:])[0][:, -1, :]
-                idx = torch.cat([idx, self._pick(logits, temperature, top_k)], dim=1)
+                idx = torch.cat([idx, self._pick(logits, temperature, top_k, vocab)], dim=1)
             return idx
         self.setup_cache(B, T + max_new_tokens)
         logits = self.decode(idx, torch.arange(T, device=idx.device))
         out = [idx]
         for i in range(max_new_tokens):
-            next_id = self._pick(logits, temperature, top_k)
+            next_id = self._pick(logits, temperature, top_k, vocab)
             out.append(next_id)
             if i + 1 < max_new_tokens:
                 logits = self.decode(next_id, torch.tensor([T + i], device=idx.device))
         return torch.cat(out, dim=1)
 
     @staticmethod
-    def _pick(logits, temperature, top_k):
+    def _pick(logits, temperature, top_k, vocab=None):
         """The next token of each row from its last logits: argmax at temperature 0, else sampled."""
+        logits = logits[:, :vocab]  # ids past the tokenizer's are never drawn
         if temperature == 0:
             return logits.argmax(dim=-1, keepdim=True)
         logits = logits / temperature

@@ -71,6 +71,9 @@ def load_run(run_dir):
     if not train:
         raise SystemExit(f"{log_path} holds no train.py training rows (rows with 'iter' and 'lr'); plot a run "
                          f"after its first log interval.")
+    if all(row["loss"] is None for row in train):  # train.py logs a non-finite loss as null
+        raise SystemExit(f"{log_path} logs no finite training loss (every row's loss is null: a run non-finite from "
+                         f"its first step?), so it has no curve to draw: pass runs whose loss was finite.")
     label = TAPER_LABELS[config["taper"]] + AUX_LABELS[config["aux_loss"]]
     return dict(label=label, taper=config["taper"], train=train, evals=evals, config=config, dir=run_dir)
 

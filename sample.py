@@ -23,7 +23,7 @@ import torch
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
 from configurator import FlagError, configure_globals, flag
 from model import GPT, broken_link, folded_note, load_checkpoint, pick_device, replaced_run, taper_note
-from tokens import load_tokenizer
+from tokens import load_tokenizer, tokenizer_size
 
 # -----------------------------------------------------------------------------
 init_from = flag('resume', "'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family name or "
@@ -61,6 +61,9 @@ if start[:5].lower() == 'file:' and not start.startswith('FILE:') and os.path.is
 if start == '-' or (start[:1] == '@' and os.path.isfile(start[1:])):  # other tools' ways to name a prompt file
     fail(f"--start={start} reads as the prompt text itself: sample.py reads a prompt from a file with "
          f"--start=FILE:path" + (f", --start=FILE:{start[1:]}" if start != '-' else " (e.g. FILE:/dev/stdin)"))
+if os.path.isfile(start) or os.path.isfile(os.path.expanduser(start)):  # a path alone is its own text
+    fail(f"--start={start} names a file, but reads as the prompt text itself: --start=FILE:{start} reads the "
+         f"prompt from the file")
 if start.startswith('FILE:'):
     prompt_file = start[5:].strip()  # FILE: prompt.txt
     if os.path.isdir(prompt_file):
@@ -125,7 +128,7 @@ x = torch.tensor(prompt, dtype=torch.long, device=device)[None].repeat(num_sampl
 use_bf16 = device.startswith('cuda') and dtype == 'bfloat16'
 ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()
 with ctx:
-    y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k)
+    y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k, vocab=tokenizer_size(tokenizer))
 for row in y.tolist():
     print(decode(row))
     print('---------------')

@@ -548,8 +548,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'lines in a row with no blank line between them', None),
     ('resume after a kill during the first checkpoint', 'train.py', [*R, '--out_dir={root}/cutfirst'],
      'stopped while it wrote its first checkpoint', None),
-    ('resume with a relative data_dir from another folder', 'train.py', [*R, '--data_dir=relative_data_elsewhere'],
+    ('resume with a relative data_dir from another folder', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/relrun', '--device=cpu'],
      'is relative, and relative_data_elsewhere/train.bin not found', None),
+    ('resume with a --data_dir that is not there', 'train.py', [*R, '--data_dir=relative_data_elsewhere'],
+     'pass --data_dir=<the folder the run was trained on> (its checkpoint names', None),
     ('missing data: the prepare command names the vocabulary and folder', 'train.py', [*T, '--data_dir={root}/nodata2'],
      'prepare_tinystories.py --vocab_size=512 --out_dir=', None),
     ('plot: one label for two methods', 'plot.py', ['{root}/run', '{root}/trun', '--labels=mine,mine',
@@ -632,6 +635,41 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "is a folded checkpoint (fold.py's)", None),
     ('meta.json with a vocabulary beyond uint16', 'train.py', [*T, '--data_dir={root}/meta70k', '--vocab_size=70000'],
      'prepare it again with `python prepare_tinystories.py --out_dir=', None),
+    # tenth sweep
+    ('a folder of TinyStories text as the data folder', 'train.py', [*TINY, '--data_dir={shared}/tinystories',
+                                                                      '--out_dir={root}/fresh'],
+     'not the tokens a prepare script writes: prepare it into a folder of its own, e.g. `python prepare_tinystories.py',
+     None),
+    ('evaluate: a folder of OpenWebText documents as the data folder', 'evaluate.py',
+     ['--init_from={root}/hf50k', '--data_dir={shared}/openwebtext', '--device=cpu'],
+     'e.g. `python prepare_owt.py --input_file=', OFFLINE),
+    ("resume a run whose config.json is a folder", 'train.py', [*R, '--out_dir={root}/cfgdir'],
+     'config.json is a folder where the run writes its config.json: remove or rename it', None),
+    ("a scratch run over a log.jsonl that is a folder", 'train.py', [*T, '--out_dir={root}/logdir', '--overwrite'],
+     'log.jsonl is a folder where the run writes its log.jsonl', None),
+    ("fine-tune an HF Llama on another tokenizer's data of a larger vocabulary", 'train.py',
+     [*T, *LLAMA_HF, '--n_kv_head=2', '--init_from={root}/llama', '--data_dir={root}/owt'],
+     "has 512: the data is another tokenizer's; prepare it in the model's tokens with `python prepare_owt.py --tokenizer=",
+     None),
+    ("a fine-tune that names two of the model's shape fields wrong", 'train.py',
+     [*T, *LLAMA_HF, '--init_from={root}/llama', '--n_layer=3'],
+     'has n_layer=2, n_kv_head=2 but the config says n_layer=3, n_kv_head=0: set --n_layer=2 --n_kv_head=2', None),
+    ('a tokenizer.model copied into a prepared folder', 'train.py', [*T, '--data_dir={root}/swaptok'],
+     "tokenizer.model's sha256 is not the one meta.json records", None),
+    ('sample: a prompt file named without FILE:', 'sample.py', ['--out_dir={root}/run', '--device=cpu',
+                                                                '--start={root}/prompt.txt'],
+     'names a file, but reads as the prompt text itself: --start=FILE:', None),
+    ("sample: an HF folder whose config ties the head it holds apart", 'sample.py',
+     ['--init_from={root}/llama_tiedhead', '--device=cpu'], 'holds an lm_head.weight of its own, which that would drop',
+     OFFLINE),
+    ("sample: an HF sequence classifier", 'sample.py', ['--init_from={root}/llama_cls', '--device=cpu'],
+     'holds a LlamaForSequenceClassification, which has no language-model head', OFFLINE),
+    ("memory: the repository's model.py as a config file", 'memory.py', ['model.py'],
+     "model.py is one of the repository's scripts, not a config file", None),
+    ("a script of the repository as train.py's config file", 'train.py', ['fold.py', *T],
+     "fold.py is one of the repository's scripts, not a config file", None),
+    ('plot: a run whose every loss is null', 'plot.py', ['{root}/nullloss', '--out_dir={root}/pl'],
+     'logs no finite training loss', None),
 ]
 
 
@@ -889,6 +927,29 @@ def make_workspace(root, data_dir):
     os.makedirs(f'{root}/no_wandb/wandb')
     with open(f'{root}/no_wandb/wandb/__init__.py', 'w') as f:
         f.write("raise ImportError('No module named wandb')\n")
+    os.makedirs(f'{root}/relrun')  # a run started elsewhere with a relative data_dir
+    ckpt = torch.load(f'{root}/run/ckpt.pt', weights_only=True)
+    ckpt['config']['data_dir'] = 'relative_data_elsewhere'
+    torch.save(ckpt, f'{root}/relrun/ckpt.pt')
+    shutil.copytree(f'{root}/run', f'{root}/cfgdir')
+    os.remove(f'{root}/cfgdir/config.json')
+    os.makedirs(f'{root}/cfgdir/config.json')
+    os.makedirs(f'{root}/logdir/log.jsonl')
+    shutil.copytree(data_dir, f'{root}/swaptok')  # the tokens of one tokenizer, the model file of another
+    shutil.copy(f'{root}/other_tok/tokenizer.model', f'{root}/swaptok/tokenizer.model')
+    from transformers import LlamaForSequenceClassification
+    LlamaForSequenceClassification(LlamaConfig(**llama, num_key_value_heads=2)).save_pretrained(f'{root}/llama_cls')
+    LlamaForCausalLM(LlamaConfig(**llama, num_key_value_heads=2, tie_word_embeddings=False)).save_pretrained(
+        f'{root}/llama_tiedhead')  # a head of its own, and then config.json edited to tie it
+    json.dump(json.load(open(f'{root}/llama_tiedhead/config.json')) | {'tie_word_embeddings': True},
+              open(f'{root}/llama_tiedhead/config.json', 'w'))
+    shutil.copytree(f'{root}/run', f'{root}/nullloss')
+    rows = [json.loads(r) for r in open(f'{root}/run/log.jsonl').read().splitlines()]
+    open(f'{root}/nullloss/log.jsonl', 'w').write(''.join(json.dumps(r | {'loss': None} if 'lr' in r else r) + '\n'
+                                                          for r in rows))
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/padded', '--vocab_size=1024', '--max_iters=4',
+        '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--lr_decay_iters=4', '--eval_interval=4')
+    open(f'{root}/upper.PY', 'w').write('max_iters = 40\n')
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=512, bos_token_id=2,
                                eos_token_id=2)).save_pretrained(
         f'{root}/hf')
@@ -966,6 +1027,10 @@ ACCEPTED = [  # (case, script, arguments, environment)
     ('prepare_tinystories: such a copy, prepared before meta.json held the hash', 'prepare_tinystories.py',
      ['--input_file={shared}/tinystories/train_sample.txt', '--val_file={shared}/tinystories/valid_sample.txt',
       '--vocab_size=512', '--out_dir={root}/copied_old'], None),
+    ("sample: a model with more embedding rows than its tokenizer's ids, hot (it draws the tokenizer's alone)",
+     'sample.py', ['--out_dir={root}/padded', '--device=cpu', '--temperature=5', '--top_k=1024', '--num_samples=4',
+                   '--max_new_tokens=48'], None),
+    ('a config file named in capitals (.PY)', 'train.py', ['{root}/upper.PY', *T, '--memory_plan'], None),
 ]
 
 

@@ -222,3 +222,14 @@ def test_two_config_files_are_layered_as_train_py_reads_them_and_said():
     assert out.startswith('note: the 2 config files are applied one over another') and '--summary' in out
     assert 'memory plan: 354,873,344 parameters' in out  # GPT-2 M, as config/finetune_gpt2_m_alltaper.py alone
     assert 'config files' not in run('memory.py', 'config/finetune_gpt2_m_alltaper.py').stdout
+
+
+def test_a_run_folder_given_to_memory_py_is_said_not_planned(tmp_path):
+    """memory.py plans config files and flags; an --out_dir that holds a run is not read, and it says so,
+    with the command that plans that run."""
+    (tmp_path / 'run').mkdir()
+    (tmp_path / 'run' / 'ckpt.pt').write_bytes(b'a checkpoint')
+    out = run('memory.py', 'config/quick_cpu.py', f'--out_dir={tmp_path / "run"}').stdout
+    assert out.startswith(f'note: this plan is of the config files and flags given, not of the run in {tmp_path / "run"}')
+    assert '--init_from=resume' in out.splitlines()[0]
+    assert 'note:' not in run('memory.py', 'config/quick_cpu.py', f'--out_dir={tmp_path / "new"}').stdout

@@ -433,6 +433,23 @@ def test_greedy_generate_equals_argmax_without_cache(arch):
     assert torch.equal(model.generate(idx, L + 7, temperature=0), seq)
 
 
+def test_generate_draws_only_the_tokenizers_ids_from_a_larger_embedding():
+    """A vocabulary padded past its tokenizer's (nanoGPT's 50304 for GPT-2's 50257): with vocab=V the
+    argmax is over the first V logits alone, and sampling, however hot, never draws an id of V or more."""
+    model = prepared('llama', 'rmsnorm', 'internal', 0.0)
+    V = 24  # of the model's 64 rows
+    idx = torch.randint(0, V, (2, 5))
+    seq = idx
+    with torch.no_grad():
+        for _ in range(10):
+            seq = torch.cat([seq, model(seq)[0][:, -1, :V].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(model.generate(idx, 10, temperature=0, vocab=V), seq)
+    torch.manual_seed(0)
+    hot = model.generate(idx.repeat(8, 1), 30, temperature=50.0, vocab=V)[:, 5:]
+    assert int(hot.max()) < V and len(hot.unique()) > V // 2  # spread over the allowed ids, none past them
+    assert int(model.generate(idx.repeat(8, 1), 30, temperature=50.0)[:, 5:].max()) >= V  # unlimited: it would
+
+
 # --- 7. what trains during tapering ----------------------------------------------------------------
 
 @pytest.mark.parametrize('norm', ['rmsnorm', 'layernorm'])

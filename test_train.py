@@ -218,6 +218,15 @@ def test_checkpoint_loader_refuses_in_one_sentence(data_dir, tmp_path):
         GPT.from_checkpoint(str(tmp_path / 'junk.pt'))
 
 
+def test_settings_the_run_never_reads_are_said(data_dir, tmp_path):
+    """A flag whose setting this run ignores (the W&B project without --wandb_log, a FakeLN setting without
+    --fakeln) is named in a note, not dropped without a word; a run that uses them gets none."""
+    args = [*TINY, f'--data_dir={data_dir}', '--eval_only']
+    out = run('train.py', *args, f'--out_dir={tmp_path / "a"}', '--wandb_project=mine', '--fakeln_sigma=pretrained').stdout
+    assert "note: fakeln_sigma='pretrained', wandb_project='mine' has no effect in this run" in out
+    assert 'wandb_log=False' in out and 'has no effect' not in run('train.py', *args, f'--out_dir={tmp_path / "b"}').stdout
+
+
 def test_resume_drops_a_torn_last_log_line_with_a_warning(data_dir, tmp_path):
     """A kill while a log row is being written leaves half a line: the resume warns and drops it."""
     common = [*TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path}', '--max_iters=20', '--taper_end=20',

@@ -6,6 +6,7 @@ Folders prepared before meta.json named a dtype hold uint16. Also here: the toke
 carries (train.py's tokenizer_reference), turned back into encode and decode.
 """
 
+import hashlib
 import json
 import os
 import tempfile
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 
 DTYPES = ('uint16', 'uint32')
+TEXT_ENDINGS = ('.txt', '.txt.gz', '.jsonl')  # what the prepare scripts read with --input_file
 
 
 def check_data_out_dir(out_dir, ours, script):
@@ -75,6 +77,19 @@ def token_dtype(data_dir):
     return np.dtype(name)
 
 
+def raw_text(data_dir):
+    """One sentence when data_dir holds text a prepare script reads (--input_file) and no token file
+    at all: a folder of downloads given where a prepared folder belongs. None otherwise."""
+    names = os.listdir(data_dir) if os.path.isdir(data_dir) else []
+    text = sorted(n for n in names if n.endswith(TEXT_ENDINGS))
+    if not text or any(n.endswith('.bin') for n in names):
+        return None
+    script = 'prepare_owt.py' if text[0].endswith('.jsonl') else 'prepare_tinystories.py'
+    return (f"{data_dir} holds text ({', '.join(text[:2])}), not the tokens a prepare script writes: prepare it "
+            f"into a folder of its own, e.g. `python {script} --input_file={os.path.join(data_dir, text[0])} "
+            f"--out_dir=data/mine`, and pass that folder as --data_dir")
+
+
 def open_tokens(data_dir, split):
     """data_dir/<split>.bin memory-mapped read-only, after checking that its size is a whole number of
     tokens: FileNotFoundError or ValueError, each one sentence without advice (callers add theirs)."""
@@ -84,6 +99,8 @@ def open_tokens(data_dir, split):
     if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
         raise ValueError(f"{path} is not a regular file (a device, a pipe, or a link to one), not a token file")
     if not os.path.isfile(path):
+        if raw_text(data_dir):
+            raise SystemExit(raw_text(data_dir))
         raise FileNotFoundError(f"{path} not found")
     dtype = token_dtype(data_dir)
     size = os.path.getsize(path)
@@ -120,6 +137,10 @@ def data_tokenizer(data_dir, meta, arch=None):
             pieces = spm.SentencePieceProcessor(model_proto=model_bytes).vocab_size()
         except RuntimeError:
             raise ValueError(f"{os.path.join(data_dir, meta['tokenizer_model'])} is not a SentencePiece model") from None
+        recorded = meta.get('tokenizer_sha256')  # prepare_tinystories.py's record of the model it tokenized with
+        if recorded is not None and hashlib.sha256(model_bytes).hexdigest() != recorded:
+            raise ValueError(f"{meta['tokenizer_model']}'s sha256 is not the one meta.json records for the tokenizer "
+                             f"the tokens were made with: another tokenizer copied in?")
         if meta.get('vocab_size') not in (None, pieces):  # a hand-edited meta.json: the ids stop at the model's
             raise ValueError(f"{os.path.join(data_dir, 'meta.json')} gives vocab_size={meta['vocab_size']}, but "
                              f"{meta['tokenizer_model']} has {pieces} pieces")
@@ -180,7 +201,6 @@ def gpt2_encoding():
     """tiktoken's GPT-2 encoding, or one sentence when it cannot be had. Without its files cached and
     without a network, tiktoken retries for minutes before it fails: when its host cannot be reached
     within 3 s, stop at once."""
-    import hashlib
     import socket
     import tiktoken
     cache = os.environ.get('TIKTOKEN_CACHE_DIR', os.environ.get('DATA_GYM_CACHE_DIR', os.path.join(
@@ -237,6 +257,18 @@ def load_tokenizer(ref):
                          f"'gpt2': retrain on data prepared by prepare_owt.py")
     enc = gpt2_encoding()
     return (lambda text: enc.encode(text, allowed_special={'<|endoftext|>'}) or [enc.eot_token]), enc.decode
+
+
+def tokenizer_size(ref):
+    """How many ids the tokenizer of a checkpoint's reference decodes: a model may have more rows
+    (a vocabulary padded for speed), which it must never emit."""
+    if ref.get('kind') == 'sentencepiece':
+        import sentencepiece as spm
+        return spm.SentencePieceProcessor(model_proto=ref['model'].numpy().tobytes()).get_piece_size()
+    if ref.get('kind') == 'hf':
+        from tokenizers import Tokenizer
+        return Tokenizer.from_str(ref['json']).get_vocab_size(with_added_tokens=True)
+    return gpt2_encoding().n_vocab
 
 
 def hf_tokenizer(ref):

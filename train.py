@@ -199,7 +199,13 @@ def run_config(values):
         held = load_checkpoint(path, 'cpu', mmap=True).get('config')
     except ValueError as e:  # damaged, or another program's: nothing to resume, whatever the flags say
         fail(f"cannot resume: {e}")
-    return {k: v for k, v in held.items() if k not in PER_INVOCATION} if isinstance(held, dict) else None
+    if not isinstance(held, dict):
+        return None
+    RESUMED.update(held)
+    return {k: v for k, v in held.items() if k not in PER_INVOCATION}
+
+
+RESUMED = {}  # the config of the checkpoint a resume continues, as run_config read it
 
 
 try:
@@ -307,11 +313,12 @@ if rank == 0 and not memory_plan:  # allowed, but said: settings that have no ef
     idle = [k for k, off in (('aux_weight', aux_loss == 'none'), ('fakeln_start', not fakeln),
                              ('fakeln_gap', not fakeln), ('fakeln_momentum', not fakeln),
                              ('fakeln_sigma', not fakeln), ('decay_fakeln_weight', not fakeln),
-                             ('taper_start', no_start), ('taper_end', taper == 'none'))
+                             ('taper_start', no_start), ('taper_end', taper == 'none'),
+                             ('wandb_project', not wandb_log), ('wandb_run_name', not wandb_log))
             if k in config and off and config[k] != defaults[k]]
     if idle:
         print(f"note: {', '.join(f'{k}={config[k]!r}' for k in idle)} has no effect in this run "
-              f"(taper={taper!r}, aux_loss={aux_loss!r}, fakeln={fakeln})")
+              f"(taper={taper!r}, aux_loss={aux_loss!r}, fakeln={fakeln}, wandb_log={wandb_log})")
     if lr_decay_iters < max_iters and not eval_only:
         print(f"note: the learning rate decays to min_lr={min_lr} by lr_decay_iters={lr_decay_iters} and stays "
               f"there for the last {max_iters - lr_decay_iters} steps")
@@ -370,6 +377,10 @@ def ours(path):
 
 if rank == 0 and not memory_plan:
     restore_replaced(out_dir)
+for name in ('ckpt.pt', 'config.json', 'log.jsonl', 'train_time.json'):  # the files a run writes
+    if os.path.isdir(os.path.join(out_dir, name)) and not (memory_plan or eval_only):
+        fail(f"{os.path.join(out_dir, name)} is a folder where the run writes its {name}: remove or rename it, "
+             f"or choose another out_dir")
 if init_from != 'resume' and not memory_plan:  # a plan writes nothing
     if any(os.path.isfile(os.path.join(out_dir, f)) for f in ('train.bin', 'meta.json')):
         fail(f"out_dir={out_dir} is a data folder (it holds train.bin or meta.json): write the run elsewhere, "
@@ -406,9 +417,16 @@ def token_file(split):
     try:
         return open_tokens(data_dir, split)
     except FileNotFoundError as e:
-        if init_from == 'resume' and not os.path.isabs(data_dir):  # the run's own, relative to where it began
+        held = RESUMED.get('data_dir')  # a resume's data is the run's: never advise preparing new data
+        if init_from == 'resume' and held is None and data_dir == TRAIN_FLAGS['data_dir'].default:
+            fail(f"cannot resume: the checkpoint records no data_dir, and the default's {e}: pass "
+                 f"--data_dir=<the folder the run was trained on>")
+        if init_from == 'resume' and held == data_dir and not os.path.isabs(data_dir):
             fail(f"cannot resume: the run's data_dir={data_dir} is relative, and {e} from {os.getcwd()}: run from "
                  f"the folder the run was started in, or pass --data_dir=<the data folder's path>")
+        if init_from == 'resume':
+            fail(f"cannot resume: {e}: pass --data_dir=<the folder the run was trained on>"
+                 + (f" (its checkpoint names {held})" if held and held != data_dir else ""))
         fail(f"{e}: prepare the data with `python {prepare_cmd}` (or set data_dir)")
     except ValueError as e:
         fail(f"{e}: prepare it again with `python {prepare_cmd}`")
@@ -430,9 +448,17 @@ def check_tokens(vocab):
     if not isinstance(meta.get('vocab_size', vocab), int) or not isinstance(meta.get('eot_token', 0), int):
         fail(f"{meta_path} names vocab_size={meta.get('vocab_size')!r} and eot_token={meta.get('eot_token')!r}, "
              f"which must be whole numbers: prepare the data again with `python {prepare_cmd}`")
+    if meta.get('vocab_size', vocab) > vocab and init_from not in ('scratch', 'resume'):  # the model's is fixed
+        fail(f"{data_dir} has a vocabulary of {meta['vocab_size']} tokens, but {init_from} has {vocab}: the data is "
+             f"another tokenizer's; prepare it in the model's tokens with `python prepare_owt.py "
+             f"--tokenizer=<the model's tokenizer> --out_dir=<a new folder>`")
     if meta.get('vocab_size', vocab) > vocab:
         fail(f"{data_dir} has a vocabulary of {meta['vocab_size']} tokens but vocab_size={vocab}: "
              f"set --vocab_size={meta['vocab_size']}")
+    if meta.get('vocab_size', vocab) < vocab and init_from == 'scratch' and master and not memory_plan:
+        print(f"note: vocab_size={vocab} gives {vocab - meta['vocab_size']} more rows than {data_dir}'s "
+              f"{meta['vocab_size']} tokens: they are never a target, and sample.py draws from the "
+              f"tokenizer's {meta['vocab_size']} alone")
     for split, tokens in data.items():
         top = max(int(tokens[i:i + 2**26].max()) for i in range(0, len(tokens), 2**26))
         if top >= vocab:
@@ -635,11 +661,12 @@ else:
         if block_size > pretrained.block_size:
             fail(f"block_size={block_size} exceeds {init_from}'s context of {pretrained.block_size}")
         ours_config = GPTConfig(**model_args)  # 0 for n_kv_head or mlp_hidden: their rule, as the model reads it
-        for key in ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head'):
-            ours, theirs = config[key], getattr(pretrained, key)
-            if ours_config.resolved(key) != pretrained.resolved(key):
-                fail(f"{init_from} has {key}={theirs!r} but the config says {key}={ours!r}: set --{key}={theirs!r} "
-                     f"(the config's shape must be the model's)")
+        wrong = [key for key in ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head',
+                                 'mlp_hidden', 'tied_head') if ours_config.resolved(key) != pretrained.resolved(key)]
+        if wrong:  # every one at once: a fine-tune names the model's whole shape
+            fail(f"{init_from} has {', '.join(f'{k}={getattr(pretrained, k)!r}' for k in wrong)} but the config says "
+                 f"{', '.join(f'{k}={config[k]!r}' for k in wrong)}: set "
+                 f"{' '.join(f'--{k}={getattr(pretrained, k)!r}' for k in wrong)} (the config's shape must be the model's)")
         model = from_pretrained(init_from, **settings)
     except (OSError, ValueError, KeyError) as e:
         fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))  # a KeyError's str() is quoted
@@ -762,8 +789,10 @@ def cannot_write(path, error):
             os.remove(f)
     kept = f"; {out_dir} is as of its last checkpoint (iter {last_saved})" if last_saved is not None else \
         f"; {out_dir} is as it was"
-    fail(f"cannot write {path} ({write_failure(error, path)}){kept}: free space or make the folder writable "
-         f"(or choose another --out_dir), then run again")
+    reason = write_failure(error, path)
+    todo = ("free space" if reason.startswith('the disk is full') else "remove or rename that folder"
+            if os.path.isdir(path) else "make the folder writable")
+    fail(f"cannot write {path} ({reason}){kept}: {todo} (or choose another --out_dir), then run again")
 
 
 def open_run():
