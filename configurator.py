@@ -335,6 +335,9 @@ CACHE_FOLDERS = ('HF_HOME', 'HF_HUB_CACHE', 'HUGGINGFACE_HUB_CACHE', 'HF_DATASET
                  'TIKTOKEN_CACHE_DIR', 'DATA_GYM_CACHE_DIR', 'XDG_CACHE_HOME', 'TORCHINDUCTOR_CACHE_DIR', 'MPLCONFIGDIR')
 
 
+# Switches the HF libraries read: '1', 'ON', 'YES' or 'TRUE' is on, and any other word off.
+SWITCHES = ('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE', 'HF_DATASETS_OFFLINE')
+
 # Thread counts torch reads at import: OpenMP's may list one count per nesting level ('4,2').
 THREAD_COUNTS = {'OMP_NUM_THREADS': r'\d+(,\d+)*', 'MKL_NUM_THREADS': r'\d+'}
 
@@ -346,6 +349,10 @@ def check_environment():
         if threads is not None and not (re.fullmatch(form, threads.strip()) and int(threads.split(',')[0]) > 0):
             raise FlagError(f"{name}={threads} is not a thread count: unset it, or set a whole number such as "
                             f"{name}=2")
+    for name in SWITCHES:  # huggingface_hub reads any other word as off, without a word
+        value = os.environ.get(name)
+        if value is not None and value.strip().upper() not in ('1', 'ON', 'YES', 'TRUE', '0', 'OFF', 'NO', 'FALSE', ''):
+            raise FlagError(f"{name}={value} is neither on nor off: set {name}=1 to work offline, or unset it")
     for name in CACHE_FOLDERS:
         if os.environ.get(name):
             check_cache(name, os.environ[name])
@@ -477,6 +484,20 @@ def known(key, flags, prog, where):
 HERE = os.path.dirname(os.path.abspath(__file__))  # the repository's scripts
 
 
+def checkpoint_hint(path, flags):
+    """For a checkpoint file given where config files go, the flags that name it to this script."""
+    if not path.endswith(('.pt', '.ckpt')):
+        return ""
+    folder, name = os.path.split(path)
+    if 'ckpt' in flags and 'out_dir' not in flags:  # bench.py: a path
+        return f"; a checkpoint is named with --ckpt={path}"
+    if 'ckpt' in flags:  # sample, evaluate, diagnose: a file in a run's folder
+        return f"; a run's checkpoint is read with --out_dir={folder or '.'}" + (f" --ckpt={name}" if name != 'ckpt.pt' else "")
+    if 'init_from' in flags and 'out_dir' in flags:  # train.py
+        return f"; a run is continued with --init_from=resume --out_dir={folder or '.'}"
+    return ""
+
+
 def read_file(path, values, flags, prog):
     if os.path.isdir(path):
         where = next((k for k in ('out_dir', 'data_dir') if k in flags), None)
@@ -487,7 +508,7 @@ def read_file(path, values, flags, prog):
                         f"--start={shlex.quote(path)}")
     if not path.lower().endswith('.py'):  # config/Mine.PY too
         raise FlagError(f"{path} is not a config file: a config file is Python (.py) that assigns values, "
-                        f"e.g. learning_rate = 3e-4")
+                        f"e.g. learning_rate = 3e-4" + checkpoint_hint(path, flags))
     if not os.path.isfile(path):
         raise FlagError(f"config file {path} not found (arguments that are not --key=value name config files)")
     namespace = dict(values)
@@ -538,6 +559,10 @@ def read_file(path, values, flags, prog):
         if key.startswith('_') or isinstance(value, (types.ModuleType, types.FunctionType, type)) or \
                 (callable(value) and key not in flags):  # e.g. from math import sqrt
             continue  # a helper of the file's own (_base = 64), or an import
+        if key not in flags and isinstance(value, dict) and any(k in flags for k in value):  # mmcv's config = dict(...)
+            raise FlagError(f"config file {path} puts its settings in a dict, {key} = dict(...): a config file "
+                            f"assigns each at the top level, e.g. {next(k for k in value if k in flags)} = "
+                            f"{value[next(k for k in value if k in flags)]!r}")
         spec = known(key, flags, prog, f"in {path} (another script's config file? a helper's name starts with _)")
         if value is values.get(key):
             continue

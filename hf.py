@@ -117,12 +117,10 @@ def fitting(hf_class, name_or_dir):
     from transformers.utils import logging
     if not (isinstance(hf_class, type) and issubclass(hf_class, PreTrainedModel)):
         return hf_class.from_pretrained(name_or_dir)
-    with open(os.path.join(name_or_dir, 'config.json'), encoding='utf-8') as f:
-        architectures = json.load(f).get('architectures') or []
-    if architectures and not any(str(a).endswith(('ForCausalLM', 'LMHeadModel')) for a in architectures):
-        raise ValueError(f"{name_or_dir} holds a {architectures[0]}, which has no language-model head to predict "
-                         f"tokens with: pass a causal language model's folder (e.g. saved from "
-                         f"{hf_class.__name__})")
+    with open(os.path.join(name_or_dir, 'config.json'), encoding='utf-8-sig') as f:
+        headless = no_lm_head(name_or_dir, json.load(f).get('architectures'))
+    if headless:
+        raise ValueError(headless)
     verbosity = logging.get_verbosity()
     logging.set_verbosity_error()  # its load report: said below in one sentence instead
     try:
@@ -145,6 +143,15 @@ def fitting(hf_class, name_or_dir):
     if untied:
         raise ValueError(untied)
     return model
+
+
+def no_lm_head(name_or_dir, architectures):
+    """One sentence when config.json's architectures name only models without a language-model head (a
+    classifier, a bare GPT2Model); None otherwise, or when it names none."""
+    if architectures and not any(str(a).endswith(('ForCausalLM', 'LMHeadModel')) for a in architectures):
+        return (f"{name_or_dir} holds a {architectures[0]}, which has no language-model head to predict tokens "
+                f"with: pass a causal language model's folder (saved from GPT2LMHeadModel or LlamaForCausalLM)")
+    return None
 
 
 def untied_head(model, name_or_dir):
@@ -247,6 +254,8 @@ def pretrained_config(name_or_dir, block_size=None, **overrides):
     if hc.model_type not in ('gpt2', 'llama'):
         raise ValueError(f"{name_or_dir} is a {hc.model_type!r} model: only GPT-2 and Llama-family "
                          f"(LlamaForCausalLM) checkpoints load")
+    if no_lm_head(name_or_dir, getattr(hc, 'architectures', None)):
+        raise ValueError(no_lm_head(name_or_dir, hc.architectures))
     for field in NUMBERS[hc.model_type]:  # a hand-edited config.json ("10000.0") would fail deep in the model
         value = getattr(hc, field, None)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):

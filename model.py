@@ -485,6 +485,20 @@ def folded_note(ckpt, path=None):
             f"{now}: fold it again (python fold.py --out_dir={os.path.dirname(source)}) to use the latest")
 
 
+def fold_hint(out_dir):
+    """What to do when out_dir has no ckpt_folded.pt: fold the run, unless its model has no norm that
+    folds (a Baseline, or DyT), whose own ckpt.pt is the model to use."""
+    try:
+        args = torch.load(os.path.join(out_dir, 'ckpt.pt'), map_location='cpu', weights_only=True, mmap=True)['model_args']
+    except Exception:  # no readable run beside it: folding it is still the way to a folded checkpoint
+        args = None
+    if isinstance(args, dict) and (args.get('norm') == 'dyt' or args.get('taper', 'none') == 'none'
+                                   and not args.get('fakeln')):
+        kind = 'a DyT run' if args.get('norm') == 'dyt' else 'a Baseline run (its norms stay)'
+        return f"{out_dir} is {kind}, which has no norm that folds, so no folded checkpoint: use its ckpt.pt (drop --ckpt)"
+    return f"fold the run first with `python fold.py --out_dir={out_dir}`"
+
+
 def taper_note(ckpt):
     """For a checkpoint saved while its taper was under way, the line to print before using it at
     g = 0, where training has not been yet; None otherwise."""
@@ -972,7 +986,8 @@ class GPT(nn.Module):
         except RuntimeError as e:
             detail = str(e).splitlines()[1].strip()
             raise ValueError(f"{path}: its weights do not fit its own config "
-                             f"({detail if len(detail) < 300 else detail[:300] + ' ...'})") from None
+                             f"({detail if len(detail) < 300 else detail[:300] + ' ...'}): the file was changed "
+                             f"after it was written; use another copy, or an earlier checkpoint") from None
         broken = [k for k, v in model.state_dict().items() if v.is_floating_point() and not v.isfinite().all()]
         if broken:  # train.py never saves such a state (check_state); a file from elsewhere may hold one
             raise ValueError(f"{path} holds non-finite weights ({broken[0]}): use an earlier checkpoint of "

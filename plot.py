@@ -43,7 +43,7 @@ def load_run(run_dir):
         if not os.path.isfile(path):
             raise SystemExit(f"{path} not found; pass the out_dir of a train.py run.")
     try:
-        with open(config_path) as f:
+        with open(config_path, encoding="utf-8-sig") as f:  # a BOM from a Windows editor
             config = json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise SystemExit(f"{config_path} is not valid JSON; pass the out_dir of a train.py run.") from None

@@ -3,6 +3,7 @@ Prepare TinyStories for training: text -> SentencePiece vocab -> one uint16 toke
 
     python prepare_tinystories.py                          # downloads roneneldan/TinyStories
     python prepare_tinystories.py --input_file train.txt   # a local text file, documents split by blank lines
+                                                           # (or by <|endoftext|> lines, as TinyStoriesV2's)
     python prepare_tinystories.py --input_file a.txt,b.txt --val_fraction 0.1   # several, pooled, then split
 
 Writes out_dir/{tokenizer.model, tokenizer.vocab, train.bin, val.bin, meta.json}, out_dir defaulting to
@@ -30,6 +31,7 @@ from tokens import check_data_out_dir, read_meta
 
 HF_NAME = "roneneldan/TinyStories"
 DTYPE = np.dtype(np.uint16)  # --vocab_size stays below 65536; meta.json names it for tokens.py
+EOT_LINE = "<|endoftext|>"  # TinyStoriesV2's separator between stories, on a line of its own
 MAX_STORY_LINES = 1000  # more lines than this without a blank one are stories that lack their separators
 MIN_VOCAB = 256 + 3 + 1  # byte_fallback's 256 byte pieces, <unk>, <s>, </s>, and at least one character
 
@@ -57,7 +59,7 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
         if path is not None and path.endswith((".jsonl", ".json")):
             raise SystemExit(f"{path} is JSON lines, which prepare_owt.py --input_file reads; prepare_tinystories.py "
                              f"reads plain text, stories separated by blank lines.")
-        if path is not None and (lines := longest_block(path)) > MAX_STORY_LINES:
+        if path is not None and not eot_separated(path) and (lines := longest_block(path)) > MAX_STORY_LINES:
             raise SystemExit(f"{path} has {lines:,} lines in a row with no blank line between them, "
                              f"which would be read as one story: separate its stories by blank lines (one story "
                              f"per line? `sed G {path} > spaced.txt` adds them)")
@@ -67,7 +69,10 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
     files = {"train": inputs} | ({"val": val_file} if val_file else {})
     if sum(os.path.getsize(p) for p in inputs + ([val_file] if val_file else [])) < 100 << 20:
         datasets.disable_progress_bars()  # seconds of loading: its progress lines would only bury our own
-    ds = load_dataset("text", data_files=files, sample_by="paragraph")
+    if any(eot_separated(p) for p in inputs + ([val_file] if val_file else [])):
+        ds = {split: stories_of(paths if isinstance(paths, list) else [paths]) for split, paths in files.items()}
+    else:
+        ds = load_dataset("text", data_files=files, sample_by="paragraph")
     if val_file:
         return {"train": ds["train"], "val": ds["val"]}
     try:
@@ -76,6 +81,38 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
         raise SystemExit(f"cannot hold out {val_fraction} of {len(ds['train'])} stories and keep both splits "
                          f"non-empty: pass more text, another --val_fraction, or a --val_file") from None
     return {"train": split["train"], "val": split["test"]}
+
+
+def eot_separated(path, limit=16 << 20):
+    """Whether path separates its stories by <|endoftext|> lines (TinyStoriesV2's raw text files) rather
+    than by blank lines: such a line within its first limit bytes."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.strip() == EOT_LINE:
+                return True
+            limit -= len(line)
+            if limit < 0:
+                return False
+    return False
+
+
+def stories_of(paths):
+    """A Dataset of one story per row from text files, each split by its own separator: <|endoftext|>
+    lines, or blank lines (as load_dataset's paragraphs)."""
+    def rows(path, stamp):  # stamp: the file's size and time, so that an edited file is read again
+        story, eot = [], eot_separated(path)
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                end = line.strip() == EOT_LINE if eot else not line.strip()
+                if end and "".join(story).strip():
+                    yield {"text": "".join(story).strip()}
+                story = [] if end else story + [line]
+        if "".join(story).strip():
+            yield {"text": "".join(story).strip()}
+    parts = [datasets.Dataset.from_generator(rows, gen_kwargs=dict(path=p, stamp=(os.path.getsize(p),
+                                                                               os.path.getmtime(p))))
+             for p in paths]
+    return datasets.concatenate_datasets(parts)
 
 
 def holds_text(path, chunk=1 << 20):

@@ -160,3 +160,21 @@ def test_diagnose_reads_uint32_tokens(wide, wide_run):
     token = report['worst'][0]['tokens'][0]['id']
     word = AutoTokenizer.from_pretrained(root / 'data' / 'tokenizer').decode([token])
     assert f"token {word!r} (id {token}" in proc.stdout
+
+
+def test_stories_separated_by_end_of_text_lines_read_as_blank_line_paragraphs(tmp_path):
+    """TinyStoriesV2's raw text files end each story with a line <|endoftext|>: prepare_tinystories.py
+    reads them as the same stories as a file that separates them by blank lines (load_dataset's
+    paragraphs), so the vocabulary (its pieces and scores) and both token streams come out byte for byte
+    the same."""
+    require_shared()
+    text = (SHARED / 'tinystories' / 'train_sample.txt').read_text()
+    stories = [s.strip() for s in text.split('\n\n') if s.strip()][:1500]
+    (tmp_path / 'blank.txt').write_text('\n\n'.join(stories))
+    (tmp_path / 'eot.txt').write_text(''.join(f'{s}\n<|endoftext|>\n' for s in stories))
+    for name in ('blank', 'eot'):
+        run('prepare_tinystories.py', f'--input_file={tmp_path / f"{name}.txt"}', '--vocab_size=400',
+            f'--out_dir={tmp_path / f"data_{name}"}')
+    for f in ('tokenizer.vocab', 'train.bin', 'val.bin'):  # (tokenizer.model also records its input's path)
+        assert (tmp_path / 'data_eot' / f).read_bytes() == (tmp_path / 'data_blank' / f).read_bytes(), f
+    assert json.load(open(tmp_path / 'data_eot' / 'meta.json'))['train_tokens'] > 1500 * 10

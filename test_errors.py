@@ -307,8 +307,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('fold: a folder without a checkpoint', 'fold.py', ['--out_dir={root}/emptydir'], 'no checkpoint there', None),
     ('sample: prompt file not text', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=FILE:{root}/binary.txt'],
      'as UTF-8 text', None),
-    ('sample: folded checkpoint not made yet', 'sample.py', ['--out_dir={root}/run', '--ckpt=ckpt_folded.pt', '--device=cpu'],
+    ('sample: folded checkpoint not made yet', 'sample.py', ['--out_dir={root}/half', '--ckpt=ckpt_folded.pt', '--device=cpu'],
      'fold the run first', None),
+    ("sample: a Baseline run's folded checkpoint", 'sample.py', ['--out_dir={root}/run', '--ckpt=ckpt_folded.pt',
+                                                                 '--device=cpu'],
+     'is a Baseline run (its norms stay), which has no norm that folds, so no folded checkpoint: use its ckpt.pt', None),
     ('sample: a run folder as init_from', 'sample.py', ['--init_from={root}/run', '--device=cpu'],
      'is a run of this repository', None),
     ('bench: cuda_graph on the CPU', 'bench.py', ['--device=cpu', '--cuda_graph'], 'captures CUDA graphs', None),
@@ -549,7 +552,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('resume after a kill during the first checkpoint', 'train.py', [*R, '--out_dir={root}/cutfirst'],
      'stopped while it wrote its first checkpoint', None),
     ('resume with a relative data_dir from another folder', 'train.py',
-     ['--init_from=resume', '--out_dir={root}/relrun', '--device=cpu'],
+     ['--init_from=resume', '--out_dir={root}/relrun', '--max_iters=12', '--device=cpu'],
      'is relative, and relative_data_elsewhere/train.bin not found', None),
     ('resume with a --data_dir that is not there', 'train.py', [*R, '--data_dir=relative_data_elsewhere'],
      'pass --data_dir=<the folder the run was trained on> (its checkpoint names', None),
@@ -670,6 +673,26 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "fold.py is one of the repository's scripts, not a config file", None),
     ('plot: a run whose every loss is null', 'plot.py', ['{root}/nullloss', '--out_dir={root}/pl'],
      'logs no finite training loss', None),
+    # eleventh sweep
+    ('a config file that puts its settings in a dict', 'train.py', ['{root}/dict_cfg.py', *T],
+     'puts its settings in a dict, config = dict(...): a config file assigns each at the top level', None),
+    ('a resume mid-taper with max_iters below its step', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/half', '--max_iters=16', '--device=cpu'],
+     'is already at iter 20, so max_iters=16 leaves nothing to train', None),
+    ('an HF offline switch that is neither on nor off', 'sample.py', ['--out_dir={root}/run', '--device=cpu'],
+     'HF_HUB_OFFLINE=maybe is neither on nor off: set HF_HUB_OFFLINE=1', {'HF_HUB_OFFLINE': 'maybe'}),
+    ('memory: an HF GPT2Model folder (no language-model head)', 'memory.py', ['--init_from={root}/gpt2base'],
+     'holds a GPT2Model, which has no language-model head', OFFLINE),
+    ('bench: a checkpoint given where config files go', 'bench.py', ['{root}/trun/ckpt.pt', '--device=cpu'],
+     'a checkpoint is named with --ckpt=', None),
+    ('sample: a checkpoint given where config files go', 'sample.py', ['{root}/trun/ckpt_folded.pt', '--device=cpu'],
+     "a run's checkpoint is read with --out_dir=", None),
+    ("meta.json's tokenizer hash emptied by hand", 'train.py', [*T, '--data_dir={root}/nullsha'],
+     'gives tokenizer_sha256=None, not the sha256', None),
+    ("meta.json naming tiktoken's encoding wrong", 'train.py', [*T, '--data_dir={root}/owtname', '--vocab_size=50257'],
+     "names tiktoken's 'gpt-2' encoding", None),
+    ("a checkpoint missing a weight", 'sample.py', ['--out_dir={root}/missingweight', '--device=cpu'],
+     'its weights do not fit its own config (Missing key(s)', None),
 ]
 
 
@@ -898,7 +921,7 @@ def make_workspace(root, data_dir):
     whole = open(f'{root}/run/ckpt.pt', 'rb').read()
     open(f'{root}/cut/ckpt.pt', 'wb').write(whole[:len(whole) // 2])
     word_tokenizer(f'{root}/no_eos', 10, eos=False)
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model, LlamaConfig, LlamaForCausalLM
     llama = dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)
     LlamaForCausalLM(LlamaConfig(**llama, num_key_value_heads=2)).save_pretrained(f'{root}/llama')
     LlamaForCausalLM(LlamaConfig(**llama)).save_pretrained(f'{root}/llama_mha')  # a key/value head per query head
@@ -950,6 +973,19 @@ def make_workspace(root, data_dir):
     run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/padded', '--vocab_size=1024', '--max_iters=4',
         '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--lr_decay_iters=4', '--eval_interval=4')
     open(f'{root}/upper.PY', 'w').write('max_iters = 40\n')
+    open(f'{root}/dict_cfg.py', 'w').write('config = dict(max_iters=20, eval_interval=10)\n')
+    GPT2Model(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64)).save_pretrained(f'{root}/gpt2base')
+    shutil.copytree(data_dir, f'{root}/nullsha')
+    json.dump(json.load(open(f'{data_dir}/meta.json')) | {'tokenizer_sha256': None}, open(f'{root}/nullsha/meta.json', 'w'))
+    shutil.copytree(f'{root}/owt', f'{root}/owtname')
+    json.dump(json.load(open(f'{root}/owt/meta.json')) | {'tokenizer_name': 'gpt-2'}, open(f'{root}/owtname/meta.json', 'w'))
+    os.makedirs(f'{root}/missingweight')
+    ckpt = torch.load(f'{root}/trun/ckpt.pt', weights_only=True)
+    del ckpt['model']['transformer.h.0.mlp.w1.weight']
+    torch.save(ckpt, f'{root}/missingweight/ckpt.pt')
+    shutil.copytree(f'{root}/half', f'{root}/half_fm')
+    shutil.copytree(f'{root}/run', f'{root}/bomrun')
+    open(f'{root}/bomrun/config.json', 'w', encoding='utf-8-sig').write(open(f'{root}/run/config.json').read())
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=512, bos_token_id=2,
                                eos_token_id=2)).save_pretrained(
         f'{root}/hf')
@@ -1031,6 +1067,10 @@ ACCEPTED = [  # (case, script, arguments, environment)
      'sample.py', ['--out_dir={root}/padded', '--device=cpu', '--temperature=5', '--top_k=1024', '--num_samples=4',
                    '--max_new_tokens=48'], None),
     ('a config file named in capitals (.PY)', 'train.py', ['{root}/upper.PY', *T, '--memory_plan'], None),
+    ("a resume of a run without FakeLN that sets FakeLN's momentum (noted: no effect)", 'train.py',
+     ['--init_from=resume', '--out_dir={root}/half_fm', '--fakeln_momentum=0.5', '--device=cpu'], None),
+    ("plot: a run whose config.json an editor saved with a byte-order mark", 'plot.py',
+     ['{root}/bomrun', '--out_dir={root}/plbom'], None),
 ]
 
 

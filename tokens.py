@@ -46,7 +46,7 @@ def read_meta(data_dir):
     if not os.path.isfile(path):
         return {}
     try:
-        with open(path) as f:
+        with open(path, encoding='utf-8-sig') as f:  # a BOM from a Windows editor
             meta = json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ValueError(f"{path} is not valid JSON") from None
@@ -58,6 +58,12 @@ def read_meta(data_dir):
         raise ValueError(f"{path} gives vocab_size={vocab!r}, not a positive whole number")
     if vocab is not None and meta.get('dtype', 'uint16') == 'uint16' and vocab > 2**16:
         raise ValueError(f"{path} gives vocab_size={vocab} with uint16 tokens, which hold ids below 65536 only")
+    sha = meta.get('tokenizer_sha256', '0' * 64)
+    if not (isinstance(sha, str) and len(sha) == 64 and all(c in '0123456789abcdef' for c in sha)):
+        raise ValueError(f"{path} gives tokenizer_sha256={sha!r}, not the sha256 prepare_tinystories.py records")
+    if meta.get('tokenizer') == 'tiktoken' and meta.get('tokenizer_name', 'gpt2') != 'gpt2':
+        raise ValueError(f"{path} names tiktoken's {meta['tokenizer_name']!r} encoding, where prepare_owt.py writes "
+                         f"'gpt2' only")
     if meta.get('tokenizer', 'sentencepiece') not in ('sentencepiece', 'tiktoken', 'hf'):
         raise ValueError(f"{path} names tokenizer {meta['tokenizer']!r}, which none of the prepare scripts writes "
                          f"(sentencepiece, tiktoken, hf)")

@@ -196,16 +196,17 @@ def run_config(values):
     if values['init_from'] != 'resume' or not os.path.isfile(path):
         return None
     try:  # mmap: the config, without reading the weights
-        held = load_checkpoint(path, 'cpu', mmap=True).get('config')
+        held = load_checkpoint(path, 'cpu', mmap=True)
     except ValueError as e:  # damaged, or another program's: nothing to resume, whatever the flags say
         fail(f"cannot resume: {e}")
-    if not isinstance(held, dict):
+    if not isinstance(held.get('config'), dict):
         return None
-    RESUMED.update(held)
-    return {k: v for k, v in held.items() if k not in PER_INVOCATION}
+    whole = 'folded_from' not in held and 'optimizer' in held  # else the resume says below what it is
+    RESUMED.update(config=held['config'], iter_num=held.get('iter_num') if whole else None)
+    return {k: v for k, v in held['config'].items() if k not in PER_INVOCATION}
 
 
-RESUMED = {}  # the config of the checkpoint a resume continues, as run_config read it
+RESUMED = {}  # the config and step of the checkpoint a resume continues, as run_config read them
 
 
 try:
@@ -249,6 +250,10 @@ def check_resumable():
 
 def check_config():
     """The rules that tie flags together; each flag's own range is checked as it is read."""
+    done = RESUMED.get('iter_num')
+    if isinstance(done, int) and not (eval_only or memory_plan) and (stop_iter or max_iters) <= done:  # said first
+        fail(f"the run in {out_dir} is already at iter {done}, so {'stop_iter' if stop_iter else 'max_iters'}="
+             f"{stop_iter or max_iters} leaves nothing to train: raise it, or pass --eval_only to evaluate the checkpoint")
     if min_lr > learning_rate:
         fail(f"min_lr={min_lr} must not exceed learning_rate={learning_rate}")
     if warmup_iters >= max_iters:
@@ -322,6 +327,10 @@ if rank == 0 and not memory_plan:  # allowed, but said: settings that have no ef
     if lr_decay_iters < max_iters and not eval_only:
         print(f"note: the learning rate decays to min_lr={min_lr} by lr_decay_iters={lr_decay_iters} and stays "
               f"there for the last {max_iters - lr_decay_iters} steps")
+    if lr_decay_iters > max_iters and not eval_only:  # e.g. max_iters lowered alone (GPT-2 L's config: by design)
+        print(f"note: the cosine decay runs to lr_decay_iters={lr_decay_iters}, past max_iters={max_iters}, so the "
+              f"run ends before the learning rate reaches min_lr={min_lr} (--lr_decay_iters={max_iters} decays it "
+              f"over the run)")
 # N ranks split the global batch of one process evenly, so the step sees the same sequences whatever
 # N is (memory.split_batch says how).
 world_batch = gradient_accumulation_steps * batch_size  # sequences per optimizer step, all ranks
@@ -368,7 +377,7 @@ log_path = os.path.join(out_dir, 'log.jsonl')
 def ours(path):
     """Whether out_dir's config.json is one train.py wrote (not, e.g., a save_pretrained folder's)."""
     try:
-        with open(path) as f:
+        with open(path, encoding='utf-8-sig') as f:  # a BOM from a Windows editor
             held = json.load(f)
     except (OSError, ValueError):
         return False
@@ -417,7 +426,7 @@ def token_file(split):
     try:
         return open_tokens(data_dir, split)
     except FileNotFoundError as e:
-        held = RESUMED.get('data_dir')  # a resume's data is the run's: never advise preparing new data
+        held = RESUMED.get('config', {}).get('data_dir')  # a resume's data is the run's: never advise preparing new data
         if init_from == 'resume' and held is None and data_dir == TRAIN_FLAGS['data_dir'].default:
             fail(f"cannot resume: the checkpoint records no data_dir, and the default's {e}: pass "
                  f"--data_dir=<the folder the run was trained on>")
@@ -603,8 +612,10 @@ elif init_from == 'resume':
         # The model's context is its own (a fine-tune keeps its HF context); it must only hold the windows.
         # aux_weight (lambda) weights a loss, not a tensor of the model: a resume may change it, as it may the
         # learning rate, and says so below.
+        # FakeLN's settings mean nothing to a run without it: changed, they are only noted (above).
+        idle = () if fakeln else ('fakeln_momentum', 'fakeln_sigma')
         model = GPT.from_checkpoint(checkpoint, device, **{k: v for k, v in model_args.items()
-                                                           if k not in ('block_size', 'aux_weight')})
+                                                           if k not in ('block_size', 'aux_weight', *idle)})
         model.config.aux_weight = aux_weight
     except (FileNotFoundError, ValueError) as e:
         fail(f"cannot resume: {e}")
@@ -643,7 +654,7 @@ elif init_from == 'resume':
              f"={end_iter} leaves nothing to train: raise it, or pass --eval_only to evaluate the checkpoint")
     written = os.path.join(out_dir, 'config.json')
     if master and ours(written):  # an edit of config.json changes nothing: a resume reads the checkpoint's
-        with open(written) as f:
+        with open(written, encoding='utf-8-sig') as f:
             edited = json.load(f)
         held = json.loads(json.dumps(checkpoint['config']))
         edits = [k for k in held if k in edited and edited[k] != held[k] and k not in PER_INVOCATION + ('out_dir',)]
