@@ -661,8 +661,12 @@ def causes(error):
 
 
 def lacking(error):
-    """One sentence when error comes from what the machine lacks (a package, disk space), else None."""
+    """One sentence when error comes from what the machine lacks (a package, disk space) or an environment
+    variable a library reads as it is imported (TORCH_LOGS), else None."""
     prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else 'this script'
+    if isinstance(error, ValueError) and 'Invalid log settings' in str(error) and 'TORCH_LOGS' in os.environ:
+        return (f"TORCH_LOGS={os.environ['TORCH_LOGS']} names a log torch does not know: fix the name (e.g. "
+                f"TORCH_LOGS=recompiles; TORCH_LOGS=help lists them), or unset it")
     for cause in causes(error):
         name = getattr(cause, 'name', None) if isinstance(cause, ModuleNotFoundError) else None
         top = next((p for p in PACKAGES if name and (name == p or name.startswith(p + '.'))), None)

@@ -87,6 +87,10 @@ def load_hf(hf_class, name_or_dir):
     if os.path.isdir(name_or_dir) and os.path.isfile(os.path.join(name_or_dir, 'ckpt.pt')):
         raise ValueError(f"{name_or_dir} is a run of this repository (it holds ckpt.pt), not a folder written by "
                          f"save_pretrained: read it with --init_from=resume --out_dir={name_or_dir}")
+    config_json = os.path.join(name_or_dir, 'config.json')
+    if os.path.isfile(config_json) and open(config_json, 'rb').read(3) == b'\xef\xbb\xbf':
+        raise ValueError(f"{config_json} starts with a byte-order mark (an editor's), which transformers cannot "
+                         f"read: save it as UTF-8 without one")
     if os.path.isdir(name_or_dir):  # whatever a damaged local folder raises (a truncated safetensors file too)
         try:
             return fitting(hf_class, name_or_dir)

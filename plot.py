@@ -33,6 +33,9 @@ def load_run(run_dir):
                          f"({os.path.dirname(os.path.abspath(run_dir))}), the out_dir of a train.py run.")
     if not os.path.isdir(run_dir):
         raise SystemExit(f"run directory {run_dir} not found; pass the out_dir of a train.py run.")
+    kind = folder_kind(run_dir)
+    if kind and not kind.startswith("a training run"):
+        raise SystemExit(f"{run_dir} is {kind}, not a train.py run: pass the out_dir of a train.py run.")
     config_path, log_path = os.path.join(run_dir, "config.json"), os.path.join(run_dir, "log.jsonl")
     for path in (config_path, log_path):
         if os.path.isdir(path):
@@ -62,7 +65,8 @@ def load_run(run_dir):
             if problem:
                 raise SystemExit(f"{log_path} line {n} is not a train.py log row ({problem}); fix or delete that line.")
             if "lr" in row and train and row["iter"] <= train[-1]["iter"]:  # a resume rewrites its log in order
-                raise SystemExit(f"{log_path} line {n} goes back to iter {row['iter']} after iter {train[-1]['iter']}: "
+                moves = "repeats" if row["iter"] == train[-1]["iter"] else f"goes back to iter {row['iter']} after"
+                raise SystemExit(f"{log_path} line {n} {moves} iter {train[-1]['iter']}: "
                                  f"the file holds more than one run (logs appended?); keep one run per log.")
             if "lr" in row:
                 train.append(row)
@@ -71,9 +75,9 @@ def load_run(run_dir):
     if not train:
         raise SystemExit(f"{log_path} holds no train.py training rows (rows with 'iter' and 'lr'); plot a run "
                          f"after its first log interval.")
-    if all(row["loss"] is None for row in train):  # train.py logs a non-finite loss as null
-        raise SystemExit(f"{log_path} logs no finite training loss (every row's loss is null: a run non-finite from "
-                         f"its first step?), so it has no curve to draw: pass runs whose loss was finite.")
+    if not any(is_number(row["loss"]) and math.isfinite(row["loss"]) for row in train):  # null: train.py's NaN
+        raise SystemExit(f"{log_path} logs no finite training loss (every row's loss is null or NaN: a run that "
+                         f"diverged from its first step?), so it has no curve to draw: pass runs whose loss was finite.")
     label = TAPER_LABELS[config["taper"]] + AUX_LABELS[config["aux_loss"]]
     return dict(label=label, taper=config["taper"], train=train, evals=evals, config=config, dir=run_dir)
 

@@ -693,6 +693,17 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "names tiktoken's 'gpt-2' encoding", None),
     ("a checkpoint missing a weight", 'sample.py', ['--out_dir={root}/missingweight', '--device=cpu'],
      'its weights do not fit its own config (Missing key(s)', None),
+    # twelfth sweep
+    ('plot: a run whose every loss is NaN', 'plot.py', ['{root}/nanloss', '--out_dir={root}/pl'],
+     'logs no finite training loss (every row', None),
+    ('plot: an HF model folder among the runs', 'plot.py', ['{root}/run', '{root}/hf', '--out_dir={root}/pl'],
+     'is an HF model (written by save_pretrained), not a train.py run', None),
+    ('prepare_tinystories: every story on one line', 'prepare_tinystories.py',
+     ['--input_file={root}/oneline.txt', '--vocab_size=512', '--out_dir={root}/ol'], 'reads as one story', None),
+    ('a TORCH_LOGS name torch does not know', 'train.py', T, 'TORCH_LOGS=recompile names a log torch does not know',
+     {'TORCH_LOGS': 'recompile'}),
+    ("sample: an HF folder whose config.json an editor saved with a byte-order mark", 'sample.py',
+     ['--init_from={root}/llama_bom', '--device=cpu'], 'starts with a byte-order mark', OFFLINE),
 ]
 
 
@@ -974,6 +985,12 @@ def make_workspace(root, data_dir):
         '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--lr_decay_iters=4', '--eval_interval=4')
     open(f'{root}/upper.PY', 'w').write('max_iters = 40\n')
     open(f'{root}/dict_cfg.py', 'w').write('config = dict(max_iters=20, eval_interval=10)\n')
+    shutil.copytree(f'{root}/run', f'{root}/nanloss')
+    open(f'{root}/nanloss/log.jsonl', 'w').write(''.join(json.dumps(r | {'loss': float('nan')} if 'lr' in r else r) + '\n'
+                                                         for r in rows))
+    open(f'{root}/oneline.txt', 'w').write(' '.join(stories.decode().split()) + '\n')
+    shutil.copytree(f'{root}/llama', f'{root}/llama_bom')
+    open(f'{root}/llama_bom/config.json', 'w', encoding='utf-8-sig').write(open(f'{root}/llama/config.json').read())
     GPT2Model(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64)).save_pretrained(f'{root}/gpt2base')
     shutil.copytree(data_dir, f'{root}/nullsha')
     json.dump(json.load(open(f'{data_dir}/meta.json')) | {'tokenizer_sha256': None}, open(f'{root}/nullsha/meta.json', 'w'))

@@ -296,7 +296,7 @@ def check_config():
     if eval_only:
         return
     if taper != 'none' and not 0 <= taper_start < taper_end <= max_iters:
-        fail(f"the taper needs 0 <= taper_start < taper_end <= max_iters, not taper_start={taper_start}, "
+        fail(f"the taper needs 1 <= taper_start < taper_end <= max_iters, not taper_start={taper_start}, "
              f"taper_end={taper_end}, max_iters={max_iters}: otherwise the gate jumps or never reaches 0")
     if aux_loss == 'fixed' and not 0 <= taper_start < max_iters:
         fail(f"the fixed-target loss freezes s_tgt at taper_start={taper_start}, which must lie inside "
