@@ -58,16 +58,20 @@ def load_run(run_dir):
     with open(log_path, encoding="utf-8-sig", errors="replace") as f:  # a BOM from a Windows editor
         for n, line in enumerate(f, 1):
             try:
-                row = json.loads(line) if line.strip() else {}
+                if not line.strip():
+                    continue
+                row = json.loads(line)
             except json.JSONDecodeError:
                 raise SystemExit(f"{log_path} line {n} is not valid JSON; fix or delete that line.") from None
             problem = row_problem(row)
             if problem:
                 raise SystemExit(f"{log_path} line {n} is not a train.py log row ({problem}); fix or delete that line.")
-            if "lr" in row and train and row["iter"] <= train[-1]["iter"]:  # a resume rewrites its log in order
-                moves = "repeats" if row["iter"] == train[-1]["iter"] else f"goes back to iter {row['iter']} after"
-                raise SystemExit(f"{log_path} line {n} {moves} iter {train[-1]['iter']}: "
-                                 f"the file holds more than one run (logs appended?); keep one run per log.")
+            kind = train if "lr" in row else evals  # a resume rewrites its log in order, each kind's steps rising
+            if kind and row["iter"] <= kind[-1]["iter"]:
+                moves = "repeats" if row["iter"] == kind[-1]["iter"] else f"goes back to iter {row['iter']} after"
+                raise SystemExit(f"{log_path} line {n} {moves} iter {kind[-1]['iter']}: the rows are out of order "
+                                 f"(logs appended, or sorted by hand?); keep one run per log, in the order "
+                                 f"train.py wrote it.")
             if "lr" in row:
                 train.append(row)
             elif "val_loss" in row:
@@ -91,8 +95,8 @@ def row_problem(row):
     train row with 'lr' or an eval row with 'val_loss', each with its step 'iter' and numbers (or null)."""
     if not isinstance(row, dict):
         return f"it holds a JSON {type(row).__name__}, not an object"
-    if "lr" not in row and "val_loss" not in row:
-        return ""  # a row of another kind (e.g. a note): not plotted
+    if "lr" not in row and "val_loss" not in row:  # train.py writes these two kinds alone
+        return "it has neither 'lr' (a train row) nor 'val_loss' (an eval row)"
     if "iter" not in row:
         return "it has no 'iter'"
     if "lr" in row and "loss" not in row:

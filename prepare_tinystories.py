@@ -79,8 +79,8 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
         split = ds["train"].train_test_split(test_size=val_fraction, seed=2357)
     except ValueError:  # too few stories to leave both splits non-empty
         if len(ds['train']) == 1:  # all the text one story: its separators are missing
-            raise SystemExit(f"{', '.join(inputs)} reads as one story, with no blank line (or <|endoftext|> line) "
-                             f"between stories: separate its stories by blank lines") from None
+            raise SystemExit(f"{', '.join(inputs)} reads as one story, and holding some out needs two or more: "
+                             f"separate its stories by blank lines (or <|endoftext|> lines), or pass a --val_file") from None
         raise SystemExit(f"cannot hold out {val_fraction} of {len(ds['train'])} stories and keep both splits "
                          f"non-empty: pass more text, another --val_fraction, or a --val_file") from None
     return {"train": split["train"], "val": split["test"]}

@@ -245,7 +245,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_tinystories: a stray comma in input_file', 'prepare_tinystories.py',
      ['--input_file={root}/small.txt,', '--out_dir={root}/p9'], 'holds an empty item (a stray comma?)', None),
     ('prepare_tinystories: one story, none to hold out', 'prepare_tinystories.py',
-     ['--input_file={root}/one_story.txt', '--out_dir={root}/p10'], 'cannot hold out 0.05 of 1 stories', QUIET),
+     ['--input_file={root}/one_story.txt', '--out_dir={root}/p10'], 'reads as one story, and holding some out', QUIET),
     ('prepare_owt: pile_file with skip_pile', 'prepare_owt.py', [*OWT, '--skip_pile', '--pile_file={root}/bad_line.jsonl'],
      '--pile_file would be unused', None),
     ('prepare_owt: one file as input and Pile', 'prepare_owt.py', [*OWT, '--pile_file={shared}/openwebtext/sample.jsonl'],
@@ -284,7 +284,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('plot: a copy of a run beside it', 'plot.py', ['{root}/run', '{root}/runcopy', '--out_dir={root}/figs'],
      'hold the same run (identical logs)', None),
     ('plot: two runs\' logs in one file', 'plot.py', ['{root}/twice', '--out_dir={root}/figs'],
-     'the file holds more than one run', None),
+     'goes back to iter 0 after iter 8: the rows are out of order (logs appended', None),
     ('plot: train rows without their loss', 'plot.py', ['{root}/noloss', '--out_dir={root}/figs'],
      "a train row without 'loss'", None),
     ('plot: no run dirs', 'plot.py', ['--out_dir={root}/figs'], 'needs at least one run_dirs argument', None),
@@ -704,6 +704,17 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      {'TORCH_LOGS': 'recompile'}),
     ("sample: an HF folder whose config.json an editor saved with a byte-order mark", 'sample.py',
      ['--init_from={root}/llama_bom', '--device=cpu'], 'starts with a byte-order mark', OFFLINE),
+    # thirteenth sweep
+    ('resume a checkpoint whose optimizer state is None', 'train.py', [*R, '--out_dir={root}/optnone'],
+     'is not a whole training checkpoint (it has no optimizer: a file edited', None),
+    ('a config file given to a resume that would change its run', 'train.py',
+     ['config/quick_cpu.py', '--init_from=resume', '--out_dir={root}/run', '--device=cpu'],
+     'a resume continues its run\'s own config, and config/quick_cpu.py would change its data_dir, vocab_size, n_layer',
+     None),
+    ('plot: a log whose rows were reversed by hand', 'plot.py', ['{root}/reversed', '--out_dir={root}/pl'],
+     'goes back to iter 4 after iter 8: the rows are out of order', None),
+    ('plot: an empty object appended to a log', 'plot.py', ['{root}/emptyrow', '--out_dir={root}/pl'],
+     "it has neither 'lr' (a train row) nor 'val_loss' (an eval row)", None),
 ]
 
 
@@ -985,6 +996,14 @@ def make_workspace(root, data_dir):
         '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--lr_decay_iters=4', '--eval_interval=4')
     open(f'{root}/upper.PY', 'w').write('max_iters = 40\n')
     open(f'{root}/dict_cfg.py', 'w').write('config = dict(max_iters=20, eval_interval=10)\n')
+    os.makedirs(f'{root}/optnone')
+    ckpt = torch.load(f'{root}/run/ckpt.pt', weights_only=True)
+    torch.save(ckpt | {'optimizer': None}, f'{root}/optnone/ckpt.pt')
+    shutil.copytree(f'{root}/run', f'{root}/reversed')  # eval rows (and all) in reverse order
+    lines = open(f'{root}/run/log.jsonl').read().splitlines()
+    open(f'{root}/reversed/log.jsonl', 'w').write('\n'.join([lines[0], *[l for l in lines[1:] if 'val_loss' in l][::-1]]) + '\n')
+    shutil.copytree(f'{root}/run', f'{root}/emptyrow')
+    open(f'{root}/emptyrow/log.jsonl', 'a').write('{}\n')
     shutil.copytree(f'{root}/run', f'{root}/nanloss')
     open(f'{root}/nanloss/log.jsonl', 'w').write(''.join(json.dumps(r | {'loss': float('nan')} if 'lr' in r else r) + '\n'
                                                          for r in rows))

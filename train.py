@@ -213,6 +213,16 @@ try:
     config = configure_globals(globals(), sys.argv[1:], start=run_config)
 except FlagError as e:
     fail(str(e))
+FIXED_BY_RUN = ('data_dir', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'arch', 'norm',
+                'tied_head', 'taper', 'aux_loss', 'fakeln', 'seed', 'data_layout')  # what a resume cannot change
+files = [a for a in sys.argv[1:] if not a.startswith('-') and a.lower().endswith('.py')]
+flagged = {a[2:].partition('=')[0] for a in sys.argv[1:] if a.startswith('--')}
+undone = [k for k in FIXED_BY_RUN if RESUMED and k not in flagged and k in RESUMED['config']
+          and config[k] != RESUMED['config'][k]]
+if files and undone:  # a config file over a resume: its values are the run's to keep
+    fail(f"a resume continues its run's own config, and {', '.join(files)} would change its "
+         f"{', '.join(undone[:3])}{', ...' if len(undone) > 3 else ''}: drop the config file (a resume needs only "
+         f"--init_from=resume --out_dir=<run>)")
 # -----------------------------------------------------------------------------
 # Checks, before anything is loaded or written: one sentence for each mistake a user can make.
 
@@ -603,9 +613,10 @@ elif init_from == 'resume':
         if 'folded_from' in checkpoint:
             raise ValueError(f"{ckpt_path} is a folded checkpoint (fold.py's), which has no optimizer state to "
                              f"resume: resume the run's own ckpt.pt")
-        lacking = [k for k in ('config', 'optimizer', 'iter_num', 'sampler', 'rng') if k not in checkpoint]
+        lacking = [k for k in ('config', 'optimizer', 'iter_num', 'sampler', 'rng') if checkpoint.get(k) is None]
         if lacking:
-            raise ValueError(f"{ckpt_path} is not a whole training checkpoint (it has no {lacking[0]})")
+            raise ValueError(f"{ckpt_path} is not a whole training checkpoint (it has no {lacking[0]}: a file edited, "
+                             f"or written by another tool): resume another copy of the run's checkpoint")
         if not (isinstance(checkpoint['iter_num'], int) and checkpoint['iter_num'] >= 0
                 and isinstance(checkpoint['config'], dict)):
             raise ValueError(f"{ckpt_path} holds iter_num={checkpoint['iter_num']!r}, not a step number")
