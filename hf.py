@@ -88,7 +88,11 @@ def load_hf(hf_class, name_or_dir):
         raise ValueError(f"{name_or_dir} is a run of this repository (it holds ckpt.pt), not a folder written by "
                          f"save_pretrained: read it with --init_from=resume --out_dir={name_or_dir}")
     config_json = os.path.join(name_or_dir, 'config.json')
-    if os.path.isfile(config_json) and open(config_json, 'rb').read(3) == b'\xef\xbb\xbf':
+    marked = False
+    if os.path.isfile(config_json):
+        with open(config_json, 'rb') as f:
+            marked = f.read(3) == b'\xef\xbb\xbf'
+    if marked:
         raise ValueError(f"{config_json} starts with a byte-order mark (an editor's), which transformers cannot "
                          f"read: save it as UTF-8 without one")
     if os.path.isdir(name_or_dir):  # whatever a damaged local folder raises (a truncated safetensors file too)
@@ -258,8 +262,9 @@ def pretrained_config(name_or_dir, block_size=None, **overrides):
     if hc.model_type not in ('gpt2', 'llama'):
         raise ValueError(f"{name_or_dir} is a {hc.model_type!r} model: only GPT-2 and Llama-family "
                          f"(LlamaForCausalLM) checkpoints load")
-    if no_lm_head(name_or_dir, getattr(hc, 'architectures', None)):
-        raise ValueError(no_lm_head(name_or_dir, hc.architectures))
+    headless = no_lm_head(name_or_dir, getattr(hc, 'architectures', None))
+    if headless:
+        raise ValueError(headless)
     for field in NUMBERS[hc.model_type]:  # a hand-edited config.json ("10000.0") would fail deep in the model
         value = getattr(hc, field, None)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
