@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags
 from model import GPT, broken_link, fold_hint, folded_note, load_checkpoint, replaced_run, taper_note
-from tokens import data_tokenizer, load_tokenizer, open_tokens, read_meta, same_tokenizer
+from tokens import data_tokenizer, load_tokenizer, open_tokens, other_tokens, read_meta, same_tokenizer
 
 
 SPLITS = ('val', 'train', 'pile', 'pile_filtered')  # what prepare_tinystories.py and prepare_owt.py write
@@ -362,8 +362,7 @@ def main(argv=None):
     except (OSError, KeyError, ValueError):
         theirs = None  # a folder without meta.json or its tokenizer: only the id range below is checked
     if not same_tokenizer(ckpt.get('tokenizer'), theirs):
-        fail(f"{data_dir} holds tokens of another tokenizer than the model in {path} was trained on: pass "
-             f"the run's own --data_dir ({(ckpt.get('config') or {}).get('data_dir')})")
+        fail(other_tokens(data_dir, ckpt, f'the model in {path}'))
     T = min(args.window, model.config.block_size)
     if args.window > T:
         print(f"windows cropped to the model's context: {T} tokens, not --window={args.window}")

@@ -75,9 +75,9 @@ class GPTConfig:
             raise ValueError(f"n_head={self.n_head} is not a multiple of n_kv_head={self.n_kv_head}: "
                              f"each key/value head serves a whole group of query heads")
         if self.arch == 'gpt2' and (self.n_kv_head not in (0, self.n_head) or not self.tied_head
-                                    or self.rope_scaling):
-            raise ValueError("arch='gpt2' is GPT-2 exactly: n_kv_head, tied_head and rope_scaling stay "
-                             "at their defaults")
+                                    or self.rope_scaling or self.mlp_hidden not in (0, 4 * self.n_embd)):
+            raise ValueError("arch='gpt2' is GPT-2 exactly: n_kv_head, tied_head, rope_scaling and mlp_hidden "
+                             "(its MLP is 4 n_embd wide) stay at their defaults")
         if self.norm == 'dyt' and (self.taper != 'none' or self.fakeln):
             raise ValueError("norm='dyt' leaves no norm to taper or remove: use taper='none' and "
                              "fakeln=False with it")

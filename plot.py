@@ -40,6 +40,8 @@ def load_run(run_dir):
     for path in (config_path, log_path):
         if os.path.isdir(path):
             raise SystemExit(f"{path} is a folder, not the file train.py writes; pass the out_dir of a train.py run.")
+        if not os.path.isfile(path) and path == config_path and os.path.isfile(os.path.join(run_dir, "ckpt.pt")):
+            continue  # removed: the checkpoint holds the config, read below
         if not os.path.isfile(path) and path == log_path and os.path.isfile(config_path):
             raise SystemExit(f"{run_dir} holds a run's config.json but no log.jsonl, the log plot.py draws (removed, "
                              f"or a run that never finished its first step): pass runs that have their log")
@@ -48,6 +50,8 @@ def load_run(run_dir):
     try:
         with open(config_path, encoding="utf-8-sig") as f:  # a BOM from a Windows editor
             config = json.load(f)
+    except FileNotFoundError:
+        config = checkpoint_config(os.path.join(run_dir, "ckpt.pt"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise SystemExit(f"{config_path} is not valid JSON; pass the out_dir of a train.py run.") from None
     if not isinstance(config, dict) or config.get("taper") not in TAPER_LABELS \
@@ -64,6 +68,10 @@ def load_run(run_dir):
             except json.JSONDecodeError:
                 raise SystemExit(f"{log_path} line {n} is not valid JSON; fix or delete that line.") from None
             problem = row_problem(row)
+            if not problem and config["taper"] == "none" and is_number(row.get("gate")) and row["gate"] != 1:
+                raise SystemExit(f"{log_path} line {n} logs gate {row['gate']} at iter {row['iter']}, but the run's "
+                                 f"taper is 'none', whose gate stays 1: the log holds rows of another run; keep one "
+                                 f"run per log.")
             if problem:
                 raise SystemExit(f"{log_path} line {n} is not a train.py log row ({problem}); fix or delete that line.")
             kind = train if "lr" in row else evals  # a resume rewrites its log in order, each kind's steps rising
@@ -84,6 +92,19 @@ def load_run(run_dir):
                          f"diverged from its first step?), so it has no curve to draw: pass runs whose loss was finite.")
     label = TAPER_LABELS[config["taper"]] + AUX_LABELS[config["aux_loss"]]
     return dict(label=label, taper=config["taper"], train=train, evals=evals, config=config, dir=run_dir)
+
+
+def checkpoint_config(path):
+    """The config a run's checkpoint holds: its config.json, when that was removed."""
+    from model import load_checkpoint
+    try:
+        config = load_checkpoint(path, "cpu", mmap=True).get("config")
+    except ValueError as e:
+        raise SystemExit(f"{os.path.dirname(path)} has no config.json, and {e}") from None
+    if not isinstance(config, dict):
+        raise SystemExit(f"{os.path.dirname(path)} has no config.json, and {path} holds no config: pass the out_dir "
+                         f"of a train.py run.")
+    return config
 
 
 def is_number(value):
@@ -173,7 +194,8 @@ def aggregate(row_lists, key, smooth=0.0):
     if not shared:
         return None
     y = np.array([[c[s] for s in shared] for c in curves])  # (seeds, steps)
-    return np.array(shared), np.median(y, 0), np.percentile(y, 2.5, 0), np.percentile(y, 97.5, 0)
+    with np.errstate(invalid="ignore"):  # an infinite score (train.py records one) interpolates to NaN: a gap
+        return np.array(shared), np.median(y, 0), np.percentile(y, 2.5, 0), np.percentile(y, 97.5, 0)
 
 
 def plot_metric(ax, groups, key, smooth=0.0):

@@ -212,8 +212,8 @@ FLAGS = dict(
     out_dir=flag(None, "default: data/openwebtext, with --tokenizer data/openwebtext-<its name>", type=str,
                  path='out'),
     num_proc=flag(0, "processes for tokenizing (0: every core)", min=0),
-    pile_file=flag(None, "jsonl of rows with input_ids (default: the Hub)", type=str),
-    pile_filtered_file=flag(None, "jsonl of rows with input_ids (default: the Hub)", type=str),
+    pile_file=flag(None, "jsonl of rows with input_ids (default: the Hub)", type=str, path='text'),
+    pile_filtered_file=flag(None, "jsonl of rows with input_ids (default: the Hub)", type=str, path='text'),
     pile_rows=flag(10000, "rows from the start of the Pile", min=1),
     skip_pile=flag(False, "prepare only the fine-tuning data"),
     tokenizer=flag(None, "an HF model's tokenizer, hub name or local folder, instead of GPT-2's (the Pile sets "

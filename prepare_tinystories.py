@@ -55,7 +55,7 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
         if path is not None and not (os.path.isfile(path) and os.path.getsize(path) > 0):
             raise SystemExit(f"{path} does not exist or is empty; pass the path of a plain text file.")
         if path is not None and not holds_text(path):
-            raise SystemExit(f"{path} holds only whitespace (or is not UTF-8 text); pass a file of stories.")
+            raise SystemExit(f"{path} holds only whitespace; pass a file of stories.")
         if path is not None and path.endswith((".jsonl", ".json")):
             raise SystemExit(f"{path} is JSON lines, which prepare_owt.py --input_file reads; prepare_tinystories.py "
                              f"reads plain text, stories separated by blank lines.")

@@ -93,6 +93,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('key/value heads that do not divide the heads', 'train.py', [*T, '--n_kv_head=3'],
      'not a multiple of n_kv_head=3', None),
     ('a negative MLP width', 'train.py', [*T, '--mlp_hidden=-5'], 'mlp_hidden=-5 must not be negative', None),
+    ('a GPT-2 given another MLP width', 'train.py', [*T, '--arch=gpt2', '--norm=layernorm', '--taper=none',
+                                                     '--mlp_hidden=48'], 'mlp_hidden (its MLP is 4 n_embd wide)', None),
     ('a model too large for the machine', 'train.py', [*T, '--n_embd=65536', '--n_head=64', '--n_layer=64'],
      "memory plan needs", None),
     ('an evaluation too large for the machine', 'train.py', [*T, '--eval_iters=1000000000000'],
@@ -205,7 +207,20 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_tinystories: whitespace-only text', 'prepare_tinystories.py',
      ['--input_file={root}/blank.txt', '--out_dir={root}/p1'], 'holds only whitespace', None),
     ('prepare_tinystories: binary file', 'prepare_tinystories.py',
-     ['--input_file={root}/binary.txt', '--out_dir={root}/p2'], 'not UTF-8 text', None),
+     ['--input_file={root}/binary.txt', '--out_dir={root}/p2'], 'holds a NUL byte on line 1', None),
+    ('prepare_tinystories: Latin-1 text', 'prepare_tinystories.py',
+     ['--input_file={root}/latin1.txt', '--out_dir={root}/p12'], 'is not UTF-8 text (line 4 holds the byte 0xe9)',
+     None),
+    ('prepare_tinystories: UTF-16 validation text', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt', '--val_file={root}/utf16.txt', '--out_dir={root}/p13'],
+     'is UTF-16 text: convert it', None),
+    ('prepare_owt: Latin-1 jsonl', 'prepare_owt.py', ['--input_file={root}/latin1.jsonl', '--skip_pile',
+                                                       '--out_dir={root}/o12'],
+     'latin1.jsonl is not UTF-8 text (line 2', None),
+    ('prepare_owt: a Pile file cut inside a character', 'prepare_owt.py',
+     [*OWT, '--pile_file={root}/cut_utf8.jsonl'], 'ends inside a UTF-8 character', None),
+    ('reproduce: Latin-1 text', 'reproduce.py', ['--input_file={root}/latin1.txt', '--out_root={root}/r12'],
+     'is not UTF-8 text', None),
     ('prepare_tinystories: missing file', 'prepare_tinystories.py',
      ['--input_file={root}/nope.txt', '--out_dir={root}/p3'], 'nope.txt: no such file', None),
     ('prepare_tinystories: hub without network', 'prepare_tinystories.py', ['--out_dir={root}/p5'],
@@ -463,6 +478,21 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('fold: an export over another run\'s export', 'fold.py', ['--out_dir={root}/trun', '--out=ckpt_f2.pt',
      '--export_hf={root}/otherexport'], 'holds an export of /elsewhere/run/ckpt.pt, not of', None),
     # an empty value is refused wherever the default is not itself empty
+    # a run folder whose files are of two runs, or whose data changed under it
+    ('resume a checkpoint copied in from another run', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/swapped', '--device=cpu', '--max_iters=60', '--lr_decay_iters=60'],
+     'is not the log of', None),
+    ('resume on data that grew since the run began', 'train.py', [*R, '--data_dir={root}/grown'],
+     'the data changed since the run began', None),
+    ('resume on its own data folder, prepared again', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/reprep_run', '--device=cpu', '--max_iters=8', '--lr_decay_iters=8'],
+     'was prepared again since, with another tokenizer: prepare the run\'s data once more, with a 512-token', None),
+    ('diagnose: a run whose data folder was prepared again', 'diagnose.py', ['--out_dir={root}/reprep_run'],
+     'was prepared again since, with another tokenizer', None),
+    ('plot: a log of another run beside a Baseline config', 'plot.py', ['{root}/mixedlog', '--out_dir={root}/plmix'],
+     'the log holds rows of another run', None),
+    ('fine-tune a norm-free export with a taper', 'train.py', [*T, '--init_from={root}/otherexport'],
+     "norm-free export: its norms are identities already, so there is nothing to taper", None),
     ('fold: an empty --ckpt', 'fold.py', ['--out_dir={root}/trun', '--ckpt='], "ckpt is empty: drop --ckpt for its default", None),
     ('prepare_owt: an empty --tokenizer', 'prepare_owt.py', [*OWT, '--tokenizer='], 'tokenizer is empty: drop --tokenizer', None),
     ('train: an empty --wandb_project', 'train.py', [*T, '--wandb_project='], 'wandb_project is empty', None),
@@ -788,6 +818,10 @@ def make_workspace(root, data_dir):
     open(f'{root}/nameerror.py', 'w').write('learning_rate = lr * 2\n')
     open(f'{root}/blank.txt', 'w').write('   \n\n \t \n')
     open(f'{root}/binary.txt', 'wb').write(bytes(range(256)) * 8)
+    open(f'{root}/latin1.txt', 'w', encoding='latin-1').write('One day.\n\nA story.\nThe caf\u00e9 was open.\n')
+    open(f'{root}/utf16.txt', 'w', encoding='utf-16').write('Once upon a time.\n\nThe end.\n')
+    open(f'{root}/latin1.jsonl', 'w', encoding='latin-1').write('{"text": "fine"}\n{"text": "caf\u00e9"}\n')
+    open(f'{root}/cut_utf8.jsonl', 'wb').write('{"input_ids": [1]}\n{"input_ids": [2]} \u00e9'.encode()[:-1])
     open(f'{root}/small.txt', 'w').write(open(SHARED / 'tinystories' / 'train_sample.txt').read()[:20_000])
     run('prepare_tinystories.py', f'--input_file={root}/small.txt', '--vocab_size=512', f'--out_dir={root}/other_tok',
         env=QUIET)  # the same vocabulary size as the run's data, in another tokenizer
@@ -1025,6 +1059,20 @@ def make_workspace(root, data_dir):
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=512, bos_token_id=2,
                                eos_token_id=2)).save_pretrained(
         f'{root}/hf')
+    shutil.copytree(f'{root}/run', f'{root}/swapped')  # a run folder given another run's checkpoint
+    shutil.copy(f'{root}/trun/ckpt.pt', f'{root}/swapped/ckpt.pt')
+    shutil.copytree(f'{root}/run', f'{root}/mixedlog')  # a Baseline's folder given a tapered run's log
+    shutil.copy(f'{root}/trun/log.jsonl', f'{root}/mixedlog/log.jsonl')
+    shutil.copytree(f'{root}/run', f'{root}/nocfg')
+    os.remove(f'{root}/nocfg/config.json')
+    shutil.copytree(data_dir, f'{root}/grown')  # the run's data with twice the training tokens
+    np.concatenate([train, train]).tofile(f'{root}/grown/train.bin')
+    json.dump(json.load(open(f'{data_dir}/meta.json')) | {'train_tokens': 2 * len(train)},
+              open(f'{root}/grown/meta.json', 'w'))
+    shutil.copytree(data_dir, f'{root}/reprep')  # a run's data folder, prepared again with another tokenizer
+    run('train.py', *TINY, f'--data_dir={root}/reprep', f'--out_dir={root}/reprep_run', '--max_iters=4',
+        '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--lr_decay_iters=4', '--eval_interval=4')
+    shutil.copytree(f'{root}/other_tok', f'{root}/reprep', dirs_exist_ok=True)
 
 
 def run_case(case, root, data_dir, server=None):
@@ -1105,6 +1153,8 @@ ACCEPTED = [  # (case, script, arguments, environment)
     ('a config file named in capitals (.PY)', 'train.py', ['{root}/upper.PY', *T, '--memory_plan'], None),
     ("a resume of a run without FakeLN that sets FakeLN's momentum (noted: no effect)", 'train.py',
      ['--init_from=resume', '--out_dir={root}/half_fm', '--fakeln_momentum=0.5', '--device=cpu'], None),
+    ("plot: a run whose config.json was removed (its checkpoint holds the config)", 'plot.py',
+     ['{root}/nocfg', '--out_dir={root}/plnocfg'], None),
     ("plot: a run whose config.json an editor saved with a byte-order mark", 'plot.py',
      ['{root}/bomrun', '--out_dir={root}/plbom'], None),
 ]

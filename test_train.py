@@ -6,6 +6,7 @@ every setting of the paper, exact resume, DDP, the errors a user can cause, and 
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -264,6 +265,19 @@ def test_plot_makes_the_papers_figures(runs, tmp_path):
     written = plot.main([str(runs / name) for name in SETTINGS] + ['--out_dir', str(tmp_path)])
     assert {Path(p).name for p in written} == {'loss.png', 'logit_norm.png', 'grad_norms.png'}
     assert all(os.path.getsize(p) > 10_000 for p in written)
+
+
+def test_plot_draws_an_infinite_loss_as_a_gap_without_warnings(runs, tmp_path):
+    """train.py logs a non-finite loss as it is (JSON's Infinity); plot.py draws the seeds' band
+    around it, and prints nothing on stderr: the figure, not numpy's warnings, shows it."""
+    seed = tmp_path / 'seed2'
+    shutil.copytree(runs / 'baseline', seed)
+    rows = [json.loads(line) for line in open(seed / 'log.jsonl')]
+    first = next(r for r in rows if 'lr' in r and r['iter'] > 0)
+    first['loss'] = float('inf')
+    (seed / 'log.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    proc = run('plot.py', str(runs / 'baseline'), str(seed), f'--out_dir={tmp_path / "figs"}')
+    assert proc.stderr.strip() == '' and (tmp_path / 'figs' / 'loss.png').is_file()
 
 
 # --- fold.py, sample.py, bench.py ------------------------------------------------------------------

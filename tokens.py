@@ -177,6 +177,22 @@ def same_tokenizer(a, b):
     return a.get('name') == b.get('name')
 
 
+def other_tokens(data_dir, ckpt, who):
+    """The sentence for a data folder whose tokenizer is not the one a checkpoint (ckpt) was trained on:
+    its own folder, prepared again since, or another folder."""
+    held = (ckpt.get('config') or {}).get('data_dir')
+    ref = ckpt.get('tokenizer') or {}
+    if not (held and os.path.realpath(held) == os.path.realpath(data_dir)):
+        return (f"{data_dir} holds tokens of another tokenizer than {who} was trained on: pass the run's own "
+                f"--data_dir" + (f" ({held})" if held else ""))
+    try:
+        was = f"a {vocab_size_of(ref):,}-token {ref['kind']} vocabulary"
+    except (SystemExit, KeyError, RuntimeError, ValueError):  # one this machine cannot load (tiktoken offline)
+        was = "the settings it had"
+    return (f"{data_dir}, the folder {who} was trained on, was prepared again since, with another tokenizer: "
+            f"prepare the run's data once more, with {was}, into a new folder, and pass that as --data_dir")
+
+
 def vocab_size_of(ref):
     """How many ids a tokenizer reference's tokenizer has, its special tokens included."""
     if ref.get('kind') == 'sentencepiece':

@@ -37,9 +37,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import memory
 from memory import describe as describe_memory
-from hf import TokenizerMismatch, from_pretrained, pretrained_config, tokenizer_reference
+from hf import TokenizerMismatch, export_source, from_pretrained, is_export, pretrained_config, tokenizer_reference
 from model import GPT, GPTConfig, broken_link, load_checkpoint
-from tokens import data_tokenizer, open_tokens, read_meta, same_tokenizer
+from tokens import data_tokenizer, open_tokens, other_tokens, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
@@ -280,7 +280,7 @@ def check_config():
              f"so pick an even head size")
     try:
         GPTConfig(arch=arch, norm=norm, taper=taper, aux_loss=aux_loss, fakeln=fakeln, n_embd=n_embd,
-                  n_head=n_head, n_kv_head=n_kv_head, tied_head=tied_head, dropout=dropout,
+                  n_head=n_head, n_kv_head=n_kv_head, tied_head=tied_head, mlp_hidden=mlp_hidden, dropout=dropout,
                   fakeln_momentum=fakeln_momentum, fakeln_sigma=fakeln_sigma)
     except ValueError as e:
         fail(f"{e}: fix the config")
@@ -374,7 +374,8 @@ end_iter = stop_iter or max_iters
 SCHEDULE = ('taper_start', 'taper_end', 'fakeln_start', 'fakeln_gap')  # a resume may not move them silently
 needs_start = taper != 'none' or aux_loss == 'fixed'  # c, gammatilde or s_tgt are set at taper_start
 if fsdp and not ddp:
-    fail("fsdp shards the model over ranks: launch with torchrun --nproc_per_node=N")
+    fail("fsdp shards the model over ranks: launch with torchrun --nproc_per_node=N, or pass --fsdp=False to "
+         "train in one process" + (" (a run checkpointed under FSDP resumes in either)" if init_from == 'resume' else ''))
 if fsdp and eval_iters % world_size:
     fail(f"under FSDP every evaluation forward is collective: make eval_iters={eval_iters} a multiple "
          f"of the {world_size} ranks")
@@ -418,11 +419,23 @@ if eval_only and overwrite:
     fail("--eval_only writes nothing, so --overwrite means nothing with it: drop one of them")
 
 # --- data: windows of one concatenated token stream, at random offsets or as shuffled blocks ----
+def recorded_inputs():
+    """The local text files data_dir/meta.json says the folder was prepared from, as prepare flags: its
+    prepare command then reads them again, not the hub."""
+    try:
+        meta = read_meta(data_dir) if os.path.isdir(data_dir) else {}
+    except ValueError:
+        return ''
+    return ''.join(f' --{flag}={meta[key]}' for flag, key in (('input_file', 'source'), ('val_file', 'val_file'))
+                   if isinstance(meta.get(key), str) and os.path.isfile(meta[key]))
+
+
 if 'owt' in data_dir or 'openwebtext' in data_dir:
     prepare_cmd = 'prepare_owt.py' + ('' if os.path.normpath(data_dir) == 'data/openwebtext' else f' --out_dir={data_dir}')
 else:  # prepare_tinystories.py writes data/tinystories<vocab_size> unless told otherwise
     prepare_cmd = 'prepare_tinystories.py' + (f' --vocab_size={vocab_size}' if 260 <= vocab_size < 2**16 else '') + (
         '' if os.path.normpath(data_dir) == f'data/tinystories{vocab_size}' else f' --out_dir={data_dir}')
+prepare_cmd += recorded_inputs()
 
 
 def token_file(split):
@@ -633,8 +646,19 @@ elif init_from == 'resume':
     if block_size > model.config.block_size:
         fail(f"cannot resume: block_size={block_size} exceeds the checkpoint's context of {model.config.block_size}")
     if not same_tokenizer(checkpoint.get('tokenizer'), tokenizer):
-        fail(f"cannot resume: {data_dir} holds tokens of another tokenizer than the run in {out_dir} was "
-             f"trained on: resume with the run's own data_dir ({checkpoint['config'].get('data_dir')})")
+        fail(f"cannot resume: {other_tokens(data_dir, checkpoint, f'the run in {out_dir}')}")
+    mark = checkpoint.get('eval_row')  # the evaluation it was saved after; None in older checkpoints
+    if master and mark is not None and os.path.isfile(log_path) and mark not in open(log_path).read().splitlines():
+        fail(f"cannot resume: {log_path} is not the log of {ckpt_path}: the checkpoint's evaluation at iter "
+             f"{json.loads(mark)['iter']} is not among its rows, so the two are of different runs (a checkpoint or "
+             f"a log copied in?): put the run's own log.jsonl back, or move it aside to resume with a new log")
+    grown = [(split, n, len(data[split])) for split, n in (checkpoint.get('data') or {}).items()
+             if split in data and n != len(data[split])]
+    if grown:
+        split, then, now = grown[0]
+        fail(f"cannot resume: {data_dir}/{split}.bin holds {now:,} tokens, but the run in {out_dir} was drawn from "
+             f"{then:,}: the data changed since the run began, and with it every batch to come; resume on the data "
+             f"the run began with, or start a new run on this data")
     iter_num = last_saved = checkpoint['iter_num']
     changed = {k: (v, config[k]) for k, v in checkpoint['config'].items()
                if k in config and v != config[k] and k not in PER_INVOCATION}
@@ -678,6 +702,12 @@ elif init_from == 'resume':
 else:
     settings = dict(taper=taper, aux_loss=aux_loss, aux_weight=aux_weight, ema_rate=ema_rate, dropout=dropout,
                     fakeln=fakeln, fakeln_momentum=fakeln_momentum, fakeln_sigma=fakeln_sigma)
+    if (taper != 'none' or fakeln) and is_export(init_from):
+        source = export_source(init_from)
+        fail(f"{init_from} is fold.py's norm-free export: its norms are identities already, so there is nothing "
+             f"to {'taper' if taper != 'none' else 'replace with FakeLN'}: fine-tune it with --taper=none"
+             f"{' --fakeln=False' if fakeln else ''}, or go on from the run it was exported from"
+             + (f" ({source})" if source else ""))
     try:
         pretrained = pretrained_config(init_from, **settings)  # config.json alone: refusals come before the weights
         if block_size > pretrained.block_size:
@@ -813,7 +843,8 @@ def cannot_write(path, error):
         f"; {out_dir} is as it was"
     reason = write_failure(error, path)
     todo = ("free space" if reason.startswith('the disk is full') else "remove or rename that folder"
-            if os.path.isdir(path) else "make the folder writable")
+            if os.path.isdir(path) else f"make {os.path.basename(path)} writable" if os.path.exists(path)
+            and not os.access(path, os.W_OK) else "make the folder writable")
     fail(f"cannot write {path} ({reason}){kept}: {todo} (or choose another --out_dir), then run again")
 
 
@@ -1013,7 +1044,8 @@ def save_checkpoint():
         return
     ckpt = dict(model=model_state, optimizer=optimizer_state,
                 model_args=asdict(raw_model.config), config=config, iter_num=iter_num,
-                sampler=sampler_state, tokenizer=tokenizer,
+                sampler=sampler_state, tokenizer=tokenizer, eval_row=eval_row,
+                data={split: len(tokens) for split, tokens in data.items()},
                 rng=dict(torch=torch.get_rng_state(),
                          cuda=torch.cuda.get_rng_state() if device_type == 'cuda' else None))
     try:
@@ -1057,6 +1089,7 @@ if wandb_log and master:
 # can still give a finite, flat loss (its final norm outputs 0: uniform logits), so s(h) counts too.
 healthy = torch.ones((), dtype=torch.bool, device=device)
 last_checked = first_iter = iter_num
+eval_row = None  # the last evaluation's log row, as its JSON line
 batches = get_step_batches(iter_num)
 if fakeln and fakeln_sigma == 'pretrained' and init_from != 'resume' and not eval_only:
     with ctx:  # sigma_avg from the model as it starts, on the first step's batch (a resume has it)
@@ -1084,7 +1117,9 @@ while True:
         raw_model.set_gate(eval_gate)
         losses = estimate_loss()
         raw_model.set_gate(gate)
-        log(dict(iter=iter_num, gate=gate, eval_gate=eval_gate, loss=losses['train'], val_loss=losses['val']))
+        eval_row = dict(iter=iter_num, gate=gate, eval_gate=eval_gate, loss=losses['train'], val_loss=losses['val'])
+        log(eval_row)
+        eval_row = json.dumps(eval_row)  # the checkpoint's mark in the log: a resume finds it there
         if iter_num > last_checked and not eval_only:  # nothing new to save at the run's first step
             save_checkpoint()
             healthy.fill_(True)
