@@ -199,15 +199,17 @@ COMPRESSED = {b'\x1f\x8b': ('gzip', 'gunzip -c', '.gz'), b'BZh': ('bzip2', 'bunz
               b'PK\x03\x04': ('zip', 'unzip -p', '.zip')}
 
 
-def not_utf8(key, path, chunk=16 << 20):
+def not_utf8(key, path, chunk=16 << 20, subject=None):
     """A FlagError naming the first line of path that is not UTF-8 text, with the command that converts
     the file: every reader downstream (datasets, json, sentencepiece) decodes UTF-8, and a Latin-1 or UTF-16
-    file otherwise fails deep inside one of them, or is read as mojibake."""
+    file otherwise fails deep inside one of them, or is read as mojibake. subject: how the sentence
+    names the file (default: key=path)."""
+    subject = subject or f"{key}={path}"
     base, ending = os.path.splitext(path)
     utf8 = f"{base}.utf8{ending}"
     with open(path, 'rb') as f:
         if f.read(2) in (b'\xff\xfe', b'\xfe\xff'):
-            raise FlagError(f"{key}={path} is UTF-16 text: convert it to UTF-8 first (`iconv -f utf-16 -t utf-8 "
+            raise FlagError(f"{subject} is UTF-16 text: convert it to UTF-8 first (`iconv -f utf-16 -t utf-8 "
                             f"{path} > {utf8}`) and pass {utf8}")
         f.seek(0)
         decoder = codecs.getincrementaldecoder('utf-8')()
@@ -223,17 +225,17 @@ def not_utf8(key, path, chunk=16 << 20):
     with open(path, 'rb') as f:  # only on failure: find the line, one at a time
         for n, line in enumerate(f, 1):
             if b'\0' in line:
-                raise FlagError(f"{key}={path} holds a NUL byte on line {n}: it is binary, or UTF-16 text without "
+                raise FlagError(f"{subject} holds a NUL byte on line {n}: it is binary, or UTF-16 text without "
                                 f"a byte-order mark (then `iconv -f utf-16le -t utf-8 {path} > {utf8}`); pass UTF-8 text")
             try:
                 line.decode('utf-8')
             except UnicodeDecodeError as e:
                 if e.reason == 'unexpected end of data' and not f.read(1):
                     break
-                raise FlagError(f"{key}={path} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}): "
+                raise FlagError(f"{subject} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}): "
                                 f"convert it first (`iconv -f latin1 -t utf-8 {path} > {utf8}` for Latin-1 text) "
                                 f"and pass {utf8}") from None
-    raise FlagError(f"{key}={path} ends inside a UTF-8 character: it was cut short; pass the whole file")
+    raise FlagError(f"{subject} ends inside a UTF-8 character: it was cut short; pass the whole file")
 
 
 def checked_input(key, path, kind):

@@ -59,6 +59,8 @@ try:
     device = pick_device(device)
 except (FlagError, ValueError) as e:
     fail(str(e))
+if dtype == 'bfloat16' and not device.startswith('cuda'):
+    print(f"note: --dtype=bfloat16 autocasts on CUDA only, so on {device} the scores are float32")
 conflict = init_from_conflict(init_from, out_dir, ckpt, 'evaluate.py scores')
 if conflict:
     fail(conflict)

@@ -14,6 +14,7 @@ A field this model cannot compute stops with one sentence naming it.
 """
 
 import difflib
+import functools
 import json
 import os
 from types import SimpleNamespace
@@ -203,13 +204,16 @@ def mismatch(hf_class, name_or_dir):
     return "a weight's shape differs from what config.json gives"
 
 
+@functools.cache  # asked more than once a run: its note is said once
 def gpt2_vocabulary(path):
     """Whether the tokenizer.json at path has GPT-2's 50,257 tokens (a damaged file: taken to be GPT-2's,
     as the folder's model type says)."""
     from tokenizers import Tokenizer
     try:
         return Tokenizer.from_file(path).get_vocab_size(with_added_tokens=True) == 50257
-    except Exception:  # tokenizers raises its own exception types
+    except Exception as e:  # tokenizers raises its own exception types
+        print(f"note: {path} cannot be read ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__}), "
+              f"so GPT-2's own tokenizer (tiktoken's) stands in for it, as the folder's model type is GPT-2")
         return True
 
 
@@ -333,8 +337,8 @@ def llama_config(name_or_dir, hc, block_size, overrides):
         refuse('hidden_act', hc.hidden_act, "its MLP is SwiGLU, whose gate is SiLU")
     hs = hc.hidden_size // hc.num_attention_heads
     if getattr(hc, 'head_dim', None) not in (None, hs):
-        refuse('head_dim', hc.head_dim, f"heads here are hidden_size / num_attention_heads = {hs} wide (if "
-               f"config.json was edited, those three fields no longer agree: restore it)")
+        refuse('head_dim', hc.head_dim, f"heads here are hidden_size / num_attention_heads = {hs} wide, and "
+               f"a model with heads of another width is not supported (docs/llama.md lists what is)")
     if getattr(hc, 'sliding_window', None) is not None:
         refuse('sliding_window', hc.sliding_window, "attention here is full causal attention")
     rope = dict(getattr(hc, 'rope_parameters', None) or {})  # transformers 5; older: rope_theta/rope_scaling

@@ -169,6 +169,16 @@ def group_runs(runs, labelled=False):
             label += " (" + ", ".join(f"{k}={json.loads(mine[k])}" for k in sorted(mine)
                                       if mine[k] != theirs.get(k)) + ")"
         groups[label] = members
+    for label, members in groups.items():  # seeds of one setting: said where they may not be
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                seed, data = (a["config"].get("seed"), b["config"].get("seed")), \
+                    [os.path.normpath(str(run["config"].get("data_dir"))) for run in (a, b)]
+                odd = ([f"the same seed ({seed[0]})"] if seed[0] == seed[1] else []) + \
+                    ([f"different data ({data[0]}, {data[1]})"] if data[0] != data[1] else [])
+                if odd:
+                    print(f"note: {a['dir']} and {b['dir']} are drawn as two seeds of {label!r}, but have "
+                          f"{' and '.join(odd)}: give them two --labels to draw them apart")
     return groups
 
 

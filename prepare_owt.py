@@ -37,7 +37,7 @@ from datasets import load_dataset
 from tqdm import tqdm
 
 from configurator import check_cache, checked_path, flag, parse_flags
-from tokens import check_data_out_dir, dtype_for, gpt2_encoding, read_meta
+from tokens import check_data_out_dir, dtype_for, gpt2_encoding, read_meta, stale_token_files
 
 OWT_NAME = "openwebtext"
 PILE_NAMES = {  # out_dir/<key>.bin <- the Hub dataset
@@ -305,7 +305,8 @@ def main(argv=None):
     meta_file = os.path.join(out_dir, "meta.json")
     check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, args.input_file, args.val_fraction)
     # The documents are loaded and split before the first file is written, so a failure leaves no trace.
-    if os.path.exists(bin_files["train"]) and os.path.exists(bin_files["val"]):
+    stale = stale_token_files(out_dir, bin_files, dtype.itemsize)
+    if os.path.exists(bin_files["train"]) and os.path.exists(bin_files["val"]) and not stale & {"train", "val"}:
         print(f"load: skipped, {out_dir} already holds both token files")
     else:
         splits = load_splits(args.input_file, args.val_fraction)
@@ -323,7 +324,7 @@ def main(argv=None):
                   f"to {tokenizer_dir}")
 
     for split in ("train", "val"):
-        if os.path.exists(bin_files[split]):
+        if os.path.exists(bin_files[split]) and split not in stale:
             print(f"tokenize: skipped, {bin_files[split]} exists")
         else:
             ds = tokenize_split(splits[split], args.num_proc, tokenizer)
@@ -339,7 +340,7 @@ def main(argv=None):
             print(f"{name}: skipped, its rows are GPT-2 tokens, not {args.tokenizer}'s")
         elif args.skip_pile:
             print(f"{name}: skipped, --skip_pile")
-        elif os.path.exists(bin_files[name]):
+        elif os.path.exists(bin_files[name]) and name not in stale:
             print(f"{name}: skipped, {bin_files[name]} exists")
         else:
             ds = load_pile(name, pile_file, rows)

@@ -27,7 +27,7 @@ from datasets import load_dataset
 from tqdm import tqdm
 
 from configurator import check_cache, checked_path, flag, parse_flags
-from tokens import check_data_out_dir, read_meta
+from tokens import check_data_out_dir, read_meta, stale_token_files
 
 HF_NAME = "roneneldan/TinyStories"
 DTYPE = np.dtype(np.uint16)  # --vocab_size stays below 65536; meta.json names it for tokens.py
@@ -176,6 +176,13 @@ def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False):
         if need:
             reason = (f"its 256 byte pieces, <unk>, <s>, </s> and the text's distinct characters need "
                       f"{need[1]}; raise --vocab_size to at least that")
+        most = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", reason)
+        if most:  # too little text for that many merges: it learns from the first vocab_docs stories
+            used = min(vocab_docs, len(train))
+            reason = (f"the {used:,} {'story' if used == 1 else 'stories'} it learns from "
+                      f"(--vocab_docs={vocab_docs}) {'holds' if used == 1 else 'hold'} too little text for more "
+                      f"than {most[2]} pieces; " + ("give more text" if used < vocab_docs else "raise --vocab_docs")
+                      + f", or lower --vocab_size to {most[2]}")
         raise SystemExit(f"SentencePiece could not train a {vocab_size}-piece vocab: {reason}") from None
     finally:
         if os.path.exists(text_file):
@@ -350,7 +357,8 @@ def main(argv=None):
     check_prepared(out_dir, args.input_file, args.val_file, args.val_fraction, args.vocab_size, model_file,
                    meta_file, max_stories=args.max_stories)
 
-    if os.path.exists(model_file) and all(os.path.exists(p) for p in bin_files.values()):
+    stale = stale_token_files(out_dir, bin_files, DTYPE.itemsize)
+    if os.path.exists(model_file) and all(os.path.exists(p) for p in bin_files.values()) and not stale:
         print(f"load: skipped, {out_dir} already holds the tokenizer and both token files")
     else:
         splits = load_splits(args.input_file, args.val_file, args.val_fraction)
@@ -372,13 +380,13 @@ def main(argv=None):
         print(f"vocab: wrote {model_file}")
 
     for split, bin_file in bin_files.items():
-        if os.path.exists(bin_file):
+        if os.path.exists(bin_file) and split not in stale:
             print(f"tokenize: skipped, {bin_file} exists")
         else:
             n_tokens = tokenize_split(splits[split], model_file, bin_file, args.num_proc)
             print(f"tokenize: wrote {bin_file}, {n_tokens:,} tokens")
 
-    if os.path.exists(meta_file):
+    if os.path.exists(meta_file) and not stale:
         print(f"meta: skipped, {meta_file} exists")
     else:
         sp = spm.SentencePieceProcessor(model_file=model_file)

@@ -21,7 +21,7 @@ import configurator  # first: a missing package or a full disk is then one sente
 import torch
 
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
-from configurator import FlagError, configure_globals, flag
+from configurator import FlagError, configure_globals, flag, not_utf8
 from model import GPT, broken_link, fold_hint, folded_note, load_checkpoint, pick_device, replaced_run, taper_note
 from tokens import load_tokenizer, tokenizer_size
 
@@ -70,6 +70,10 @@ if start.startswith('FILE:'):
         fail(f"{prompt_file} is a folder: --start=FILE:path names a text file")
     if not os.path.isfile(prompt_file):
         fail(f"no prompt file at {prompt_file}: --start=FILE:path names a text file")
+    try:
+        not_utf8('start', prompt_file, subject=f"the prompt file {prompt_file}")
+    except FlagError as e:
+        fail(str(e))
     try:
         with open(prompt_file, encoding='utf-8') as f:
             start = f.read()

@@ -6,6 +6,7 @@ saved beside the data. The references are tiktoken, a word-to-id table and trans
 """
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -178,3 +179,27 @@ def test_stories_separated_by_end_of_text_lines_read_as_blank_line_paragraphs(tm
     for f in ('tokenizer.vocab', 'train.bin', 'val.bin'):  # (tokenizer.model also records its input's path)
         assert (tmp_path / 'data_eot' / f).read_bytes() == (tmp_path / 'data_blank' / f).read_bytes(), f
     assert json.load(open(tmp_path / 'data_eot' / 'meta.json'))['train_tokens'] > 1500 * 10
+
+
+@pytest.mark.parametrize('damage', ['cut', 'gone'])
+def test_the_prepare_command_a_broken_data_folder_names_mends_it(data_dir, tmp_path, damage):
+    """A data folder whose train.bin was cut short (or val.bin removed) is named, with the prepare
+    command that writes it again: that command, run as given, rewrites the broken file from the text
+    meta.json records (the one prepare read, not the hub), byte for byte what it first wrote."""
+    import shlex
+    import shutil
+    broken = tmp_path / 'data'
+    shutil.copytree(data_dir, broken)
+    if damage == 'cut':
+        with open(broken / 'train.bin', 'r+b') as f:
+            f.truncate(os.path.getsize(broken / 'train.bin') - 1)
+    else:
+        os.remove(broken / 'val.bin')
+    proc = run('train.py', '--device=cpu', '--vocab_size=512', '--n_layer=2', '--n_head=4', '--n_embd=64',
+               f'--data_dir={broken}', f'--out_dir={tmp_path / "run"}', check=False)
+    assert proc.returncode != 0
+    command = shlex.split(proc.stderr.split('`python ')[1].split('`')[0])
+    assert command[0] == 'prepare_tinystories.py' and any(a.startswith('--input_file=') for a in command)
+    run(*command)
+    for name in ('train.bin', 'val.bin', 'meta.json'):
+        assert (broken / name).read_bytes() == (data_dir / name).read_bytes(), name

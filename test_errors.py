@@ -227,6 +227,9 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'Could not download roneneldan/TinyStories', OFFLINE),
     ('prepare_tinystories: vocab beyond uint16', 'prepare_tinystories.py', ['--vocab_size=70000'],
      'vocab_size=70000 must lie in [260, 65535]', None),
+    ('prepare_tinystories: a vocabulary learned from one story', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt', '--vocab_docs=1', '--out_dir={root}/p14'],
+     'the 1 story it learns from (--vocab_docs=1) holds too little text', None),
     ('prepare_tinystories: vocab too small', 'prepare_tinystories.py',
      ['--input_file={root}/small.txt', '--vocab_size=260', '--out_dir={root}/p4'],
      'SentencePiece could not train', None),  # datasets' progress lines from loading the text are not printed
@@ -321,7 +324,9 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('fold: no checkpoint', 'fold.py', ['--out_dir={root}/fresh'], 'no such folder', None),
     ('fold: a folder without a checkpoint', 'fold.py', ['--out_dir={root}/emptydir'], 'no checkpoint there', None),
     ('sample: prompt file not text', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=FILE:{root}/binary.txt'],
-     'as UTF-8 text', None),
+     'binary.txt holds a NUL byte on line 1', None),
+    ('sample: a Latin-1 prompt file', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=FILE:{root}/latin1.txt'],
+     'latin1.txt is not UTF-8 text (line 4', None),
     ('sample: folded checkpoint not made yet', 'sample.py', ['--out_dir={root}/half', '--ckpt=ckpt_folded.pt', '--device=cpu'],
      'fold the run first', None),
     ("sample: a Baseline run's folded checkpoint", 'sample.py', ['--out_dir={root}/run', '--ckpt=ckpt_folded.pt',
@@ -478,6 +483,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('fold: an export over another run\'s export', 'fold.py', ['--out_dir={root}/trun', '--out=ckpt_f2.pt',
      '--export_hf={root}/otherexport'], 'holds an export of /elsewhere/run/ckpt.pt, not of', None),
     # an empty value is refused wherever the default is not itself empty
+    # the prepare command a data folder is named with: the script its meta.json records, not its name's
+    ('prepare_owt.py data under another name, val.bin gone', 'train.py', [*T, '--data_dir={root}/gpt2_tokens'],
+     'prepare the data with `python prepare_owt.py --skip_pile --out_dir=', None),
+    ("TinyStories data under a name holding 'owt', val.bin gone", 'train.py', [*T, '--data_dir={root}/growth_stories'],
+     'prepare the data with `python prepare_tinystories.py --vocab_size=512 --out_dir=', None),
     # a run folder whose files are of two runs, or whose data changed under it
     ('resume a checkpoint copied in from another run', 'train.py',
      ['--init_from=resume', '--out_dir={root}/swapped', '--device=cpu', '--max_iters=60', '--lr_decay_iters=60'],
@@ -1069,6 +1079,10 @@ def make_workspace(root, data_dir):
     np.concatenate([train, train]).tofile(f'{root}/grown/train.bin')
     json.dump(json.load(open(f'{data_dir}/meta.json')) | {'train_tokens': 2 * len(train)},
               open(f'{root}/grown/meta.json', 'w'))
+    shutil.copytree(f'{root}/owt', f'{root}/gpt2_tokens')  # prepare_owt.py's data under a name of its own
+    os.remove(f'{root}/gpt2_tokens/val.bin')
+    shutil.copytree(data_dir, f'{root}/growth_stories')  # TinyStories under a name that holds 'owt'
+    os.remove(f'{root}/growth_stories/val.bin')
     shutil.copytree(data_dir, f'{root}/reprep')  # a run's data folder, prepared again with another tokenizer
     run('train.py', *TINY, f'--data_dir={root}/reprep', f'--out_dir={root}/reprep_run', '--max_iters=4',
         '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--lr_decay_iters=4', '--eval_interval=4')

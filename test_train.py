@@ -280,6 +280,18 @@ def test_plot_draws_an_infinite_loss_as_a_gap_without_warnings(runs, tmp_path):
     assert proc.stderr.strip() == '' and (tmp_path / 'figs' / 'loss.png').is_file()
 
 
+def test_plot_says_when_two_seeds_of_a_setting_share_their_seed(runs, tmp_path):
+    """Runs of one setting are drawn as its seeds (the median and band over them); two with the same
+    seed are one seed counted twice, and plot.py says so."""
+    twin = tmp_path / 'twin'
+    shutil.copytree(runs / 'baseline', twin)
+    seed = json.load(open(twin / 'config.json'))['seed']
+    proc = run('plot.py', str(runs / 'baseline'), str(twin), f'--out_dir={tmp_path / "figs"}')
+    assert f"have the same seed ({seed})" in proc.stdout
+    proc = run('plot.py', str(runs / 'baseline'), str(twin), f'--out_dir={tmp_path / "figs2"}', '--labels=a,b')
+    assert 'note:' not in proc.stdout  # two labels: two settings, no band over them
+
+
 # --- fold.py, sample.py, bench.py ------------------------------------------------------------------
 
 @pytest.mark.parametrize('name', ['internal_aux', 'all_aux'])
@@ -508,6 +520,9 @@ def test_evaluate_script_prints_table3(finetuned, owt_dir):
     assert a['chunks'] == {'owt': 2, 'pile': 2, 'pile_filtered': 2}  # 3 chunks: one batch of 2, one left out
     for key in ('owt', 'pile', 'pile_filtered'):
         assert 5 < a[key] < 12 and a[key] == pytest.approx(b[key], abs=1e-4)
+    cpu_bf16 = run('evaluate.py', f'--out_dir={finetuned / "internaltaper"}', *common, '--dtype=bfloat16')
+    assert 'autocasts on CUDA only' in cpu_bf16.stdout  # and the CPU scores what it said: float32
+    assert json.loads(cpu_bf16.stdout.strip().splitlines()[-1])['owt'] == a['owt']
     # an All-TaperLN model exports to transformers; score its chunks there as Baroni's code does
     ours, ours_folded = (json.loads(run('evaluate.py', f'--out_dir={finetuned / "alltaper"}', *common, *ckpt)
                                     .stdout.strip().splitlines()[-1]) for ckpt in ([], ['--ckpt=ckpt_folded.pt']))

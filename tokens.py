@@ -33,6 +33,24 @@ def check_data_out_dir(out_dir, ours, script):
                          f"beside it: choose a new or empty --out_dir")
 
 
+def stale_token_files(out_dir, names, itemsize):
+    """The token files in out_dir (name.bin for each name) whose size is not the count meta.json records
+    for them: damaged, cut short or replaced since. A prepare script writes them again, as it does a
+    missing one, so that "prepare it again" mends a folder rather than skipping the broken file."""
+    try:
+        meta = read_meta(out_dir)
+    except ValueError:
+        return set()  # the prepare script names a broken meta.json itself
+    stale = set()
+    for name in names:
+        path, count = os.path.join(out_dir, f"{name}.bin"), meta.get(f"{name}_tokens")
+        if os.path.isfile(path) and isinstance(count, int) and os.path.getsize(path) != count * itemsize:
+            print(f"{name}: {path} holds {os.path.getsize(path):,} bytes, not the {count:,} tokens meta.json "
+                  f"records: writing it again")
+            stale.add(name)
+    return stale
+
+
 def dtype_for(vocab_size):
     """The narrowest dtype that holds every id of a vocab_size-token vocabulary."""
     return np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)

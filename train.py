@@ -419,23 +419,31 @@ if eval_only and overwrite:
     fail("--eval_only writes nothing, so --overwrite means nothing with it: drop one of them")
 
 # --- data: windows of one concatenated token stream, at random offsets or as shuffled blocks ----
-def recorded_inputs():
-    """The local text files data_dir/meta.json says the folder was prepared from, as prepare flags: its
-    prepare command then reads them again, not the hub."""
+def prepare_command():
+    """The prepare script and flags that write data_dir (again): the script its meta.json's tokenizer
+    names (else the one the folder's name suggests), with the local text files it records, so that
+    the command reads them rather than the hub."""
     try:
         meta = read_meta(data_dir) if os.path.isdir(data_dir) else {}
     except ValueError:
-        return ''
-    return ''.join(f' --{flag}={meta[key]}' for flag, key in (('input_file', 'source'), ('val_file', 'val_file'))
-                   if isinstance(meta.get(key), str) and os.path.isfile(meta[key]))
+        meta = {}
+    kind = meta.get('tokenizer')
+    inputs = {flag: meta[key] for flag, key in (('input_file', 'source'), ('val_file', 'val_file'))
+              if isinstance(meta.get(key), str) and os.path.isfile(meta[key])}
+    if kind in ('tiktoken', 'hf') or (kind is None and ('owt' in data_dir or 'openwebtext' in data_dir)):
+        cmd = 'prepare_owt.py' + (f" --tokenizer={meta['tokenizer_name']}" if kind == 'hf' else '')
+        cmd += f" --input_file={inputs['input_file']}" if 'input_file' in inputs else ''
+        if kind == 'tiktoken' and not any(os.path.isfile(os.path.join(data_dir, f'{name}.bin'))
+                                          for name in ('pile', 'pile_filtered')):
+            cmd += ' --skip_pile'  # it was prepared without the Pile sets
+        return cmd + ('' if os.path.normpath(data_dir) == 'data/openwebtext' else f' --out_dir={data_dir}')
+    vocab = meta.get('vocab_size', vocab_size)  # prepare_tinystories.py writes data/tinystories<vocab_size>
+    return ('prepare_tinystories.py' + (f' --vocab_size={vocab}' if 260 <= vocab < 2**16 else '')
+            + ('' if os.path.normpath(data_dir) == f'data/tinystories{vocab}' else f' --out_dir={data_dir}')
+            + ''.join(f' --{flag}={path}' for flag, path in inputs.items()))
 
 
-if 'owt' in data_dir or 'openwebtext' in data_dir:
-    prepare_cmd = 'prepare_owt.py' + ('' if os.path.normpath(data_dir) == 'data/openwebtext' else f' --out_dir={data_dir}')
-else:  # prepare_tinystories.py writes data/tinystories<vocab_size> unless told otherwise
-    prepare_cmd = 'prepare_tinystories.py' + (f' --vocab_size={vocab_size}' if 260 <= vocab_size < 2**16 else '') + (
-        '' if os.path.normpath(data_dir) == f'data/tinystories{vocab_size}' else f' --out_dir={data_dir}')
-prepare_cmd += recorded_inputs()
+prepare_cmd = prepare_command()
 
 
 def token_file(split):
