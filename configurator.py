@@ -292,9 +292,10 @@ def checked_path(key, path, write=True):
         raise FlagError(f"{key}={path} is a broken symbolic link (to {os.readlink(path)}): remove it, or name "
                         f"another folder")
     if os.path.exists(path) and not os.path.isdir(path):
-        what = " (a checkpoint?)" if path.endswith('.pt') else ""
-        raise FlagError(f"{key}={path} is a file{what}, not a folder: name a folder to write into, e.g. the one that "
-                        f"holds it ({os.path.dirname(os.path.abspath(path))})")
+        if path.endswith('.pt'):  # a run's checkpoint, named where its run's folder goes
+            raise FlagError(f"{key}={path} is a file (a checkpoint?), not a folder: name a folder to write into, e.g. "
+                            f"the one that holds it ({os.path.dirname(os.path.abspath(path))})")
+        raise FlagError(f"{key}={path} is a file, not a folder: name a new folder to write into")
     ending = os.path.splitext(os.path.normpath(path))[1].lower()
     if ending in FILE_ENDINGS and not os.path.isdir(path):
         raise FlagError(f"{key}={path} ends in {ending}, like a file, but names the folder the script writes its "
@@ -554,7 +555,7 @@ def read_file(path, values, flags, prog):
         raise FlagError(f"config file {path} not found (arguments that are not --key=value name config files)")
     namespace = dict(values)
     try:
-        with open(path, encoding='utf-8') as f:
+        with open(path, encoding='utf-8-sig') as f:  # a byte-order mark from a Windows editor
             source = f.read()
     except UnicodeDecodeError:
         raise FlagError(f"config file {path} is not UTF-8 text: save it as UTF-8") from None

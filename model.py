@@ -365,14 +365,22 @@ class DyTLN(DyT, LayerNorm):
     """DyT in place of LayerNorm (arch='gpt2'): tanh(alpha h) D_gamma + beta."""
 
 
+def device_mistake(device):
+    """The sentence for a --device this repository does not take, naming the spelling it does take
+    where there is one (the CPU is one device: 'cpu:0' is 'cpu')."""
+    near = device.strip().lower()
+    near = 'cpu' if re.fullmatch(r'cpu(:\d+)?', near) else near if re.fullmatch(r'cuda(:\d+)?', near) else None
+    return (f"device={device!r} is not supported: " + (f"use device={near!r}" if near else
+            "use 'cuda', 'cuda:N', 'cpu', or '' for CUDA when available"))
+
+
 def pick_device(device):
     """The device a script runs on: '' is CUDA when this machine has it, else the CPU; 'cpu', 'cuda'
     and 'cuda:N' are checked to exist. A ValueError of one sentence says what to pass instead."""
     if not device:
         return 'cuda' if torch.cuda.is_available() else 'cpu'
     if not re.fullmatch(r'cpu|cuda(:\d+)?', device):
-        raise ValueError(f"device={device!r} is not supported: use 'cuda', 'cuda:N', 'cpu', or '' for "
-                         f"CUDA when available")
+        raise ValueError(device_mistake(device))
     if device.startswith('cuda'):
         if not torch.cuda.is_available():
             raise ValueError("CUDA is not available on this machine: run with --device=cpu")
@@ -468,11 +476,16 @@ def folded_note(ckpt, path=None):
             run = torch.load(beside, map_location='cpu', weights_only=True, mmap=True)
             ours = {k: v for k, v in run['model_args'].items() if k != 'folded'}, run['config'].get('seed')
         except Exception:  # a run checkpoint that cannot be read says nothing about this file
-            ours = None
+            run, ours = {}, None
         theirs = {k: v for k, v in ckpt['model_args'].items() if k != 'folded'}, (ckpt.get('config') or {}).get('seed')
         if ours is not None and ours != theirs:
             return (f"note: {path} was not folded from the run beside it ({beside}: another model or seed) but "
                     f"from {source}: this is that model (fold.py --out_dir={os.path.dirname(path)} folds this run)")
+        now = run.get('iter_num')
+        if ours is not None and isinstance(now, int) and isinstance(ckpt.get('iter_num'), int) and now > ckpt['iter_num']:
+            return (f"note: this model was folded from iter {ckpt['iter_num']} of this run (copied from {source}), "
+                    f"and {beside} has since trained to iter {now}: fold it again (python fold.py --out_dir="
+                    f"{os.path.dirname(path)} --out=<a new file>) to use the latest")
     if not (isinstance(source, str) and os.path.isfile(source)) or not isinstance(ckpt.get('iter_num'), int):
         return None
     try:

@@ -358,6 +358,13 @@ def main(argv=None):
                    meta_file, max_stories=args.max_stories)
 
     stale = stale_token_files(out_dir, bin_files, DTYPE.itemsize)
+    try:
+        recorded = read_meta(out_dir).get("vocab_size") if os.path.exists(model_file) else None
+    except ValueError:
+        recorded = None  # check_prepared has named a meta.json it cannot read
+    pieces = spm.SentencePieceProcessor(model_file=model_file).vocab_size() if recorded is not None else None
+    if recorded != pieces:  # a hand-edited meta.json: the tokenizer's own count is the truth
+        print(f"meta: {meta_file} gives vocab_size={recorded}, but {model_file} has {pieces} pieces: writing it again")
     if os.path.exists(model_file) and all(os.path.exists(p) for p in bin_files.values()) and not stale:
         print(f"load: skipped, {out_dir} already holds the tokenizer and both token files")
     else:
@@ -386,7 +393,7 @@ def main(argv=None):
             n_tokens = tokenize_split(splits[split], model_file, bin_file, args.num_proc)
             print(f"tokenize: wrote {bin_file}, {n_tokens:,} tokens")
 
-    if os.path.exists(meta_file) and not stale:
+    if os.path.exists(meta_file) and not stale and recorded == pieces:
         print(f"meta: skipped, {meta_file} exists")
     else:
         sp = spm.SentencePieceProcessor(model_file=model_file)

@@ -65,7 +65,7 @@ if os.path.isfile(start) or os.path.isfile(os.path.expanduser(start)):  # a path
     fail(f"--start={start} names a file, but reads as the prompt text itself: --start=FILE:{start} reads the "
          f"prompt from the file")
 if start.startswith('FILE:'):
-    prompt_file = start[5:].strip()  # FILE: prompt.txt
+    prompt_file = os.path.expanduser(start[5:].strip())  # FILE: prompt.txt; a ~ the shell left, after the colon
     if os.path.isdir(prompt_file):
         fail(f"{prompt_file} is a folder: --start=FILE:path names a text file")
     if not os.path.isfile(prompt_file):

@@ -181,11 +181,12 @@ def test_stories_separated_by_end_of_text_lines_read_as_blank_line_paragraphs(tm
     assert json.load(open(tmp_path / 'data_eot' / 'meta.json'))['train_tokens'] > 1500 * 10
 
 
-@pytest.mark.parametrize('damage', ['cut', 'gone'])
+@pytest.mark.parametrize('damage', ['cut', 'gone', 'meta'])
 def test_the_prepare_command_a_broken_data_folder_names_mends_it(data_dir, tmp_path, damage):
-    """A data folder whose train.bin was cut short (or val.bin removed) is named, with the prepare
-    command that writes it again: that command, run as given, rewrites the broken file from the text
-    meta.json records (the one prepare read, not the hub), byte for byte what it first wrote."""
+    """A data folder whose train.bin was cut short, whose val.bin was removed or whose meta.json was
+    edited to another vocab_size is named, with the prepare command that writes it again: that command,
+    run as given, rewrites the broken file from the text meta.json records (the one prepare read, not
+    the hub), byte for byte what it first wrote."""
     import shlex
     import shutil
     broken = tmp_path / 'data'
@@ -193,8 +194,11 @@ def test_the_prepare_command_a_broken_data_folder_names_mends_it(data_dir, tmp_p
     if damage == 'cut':
         with open(broken / 'train.bin', 'r+b') as f:
             f.truncate(os.path.getsize(broken / 'train.bin') - 1)
-    else:
+    elif damage == 'gone':
         os.remove(broken / 'val.bin')
+    else:
+        meta = json.loads((broken / 'meta.json').read_text())
+        (broken / 'meta.json').write_text(json.dumps(meta | {'vocab_size': 2048}))
     proc = run('train.py', '--device=cpu', '--vocab_size=512', '--n_layer=2', '--n_head=4', '--n_embd=64',
                f'--data_dir={broken}', f'--out_dir={tmp_path / "run"}', check=False)
     assert proc.returncode != 0

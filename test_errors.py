@@ -102,6 +102,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('a stale RANK without torchrun', 'train.py', T, 'launch with torchrun', {'RANK': '1'}),
     ('a stale WORLD_SIZE without torchrun', 'train.py', T, 'unset WORLD_SIZE', {'WORLD_SIZE': '2'}),
     ('a device that is not one', 'train.py', [*T, '--device=cuda:x'], "device='cuda:x' is not supported", None),
+    ('a device in capitals', 'train.py', [*T, '--device=CPU'], "device='CPU' is not supported: use device='cpu'", None),
+    ("the CPU as torch's cpu:0", 'sample.py', ['--out_dir={root}/run', '--device=cpu:0'],
+     "device='cpu:0' is not supported: use device='cpu'", None),
+    ('fold: --export_hf naming a file', 'fold.py', ['--out_dir={root}/trun', '--export_hf={root}/blank.txt'],
+     'blank.txt is a file, not a folder: name a new folder to write into', None),
     ('init_from in capitals', 'train.py', [*T, '--init_from=Resume'], 'did you mean --init_from=resume', None),
     ('the taper starting at step 0', 'train.py', [*T, '--taper_start=0', '--warmup_iters=0'],
      'leaves no step at g = 1', None),
@@ -491,7 +496,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     # a run folder whose files are of two runs, or whose data changed under it
     ('resume a checkpoint copied in from another run', 'train.py',
      ['--init_from=resume', '--out_dir={root}/swapped', '--device=cpu', '--max_iters=60', '--lr_decay_iters=60'],
-     'is not the log of', None),
+     'is not the whole log of', None),
+    ('a resume whose every step runs at learning rate 0', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/run', '--device=cpu', '--max_iters=12', '--min_lr=0'],
+     'would run at learning rate 0 (min_lr=0.0 past lr_decay_iters=8)', None),
     ('resume on data that grew since the run began', 'train.py', [*R, '--data_dir={root}/grown'],
      'the data changed since the run began', None),
     ('resume on its own data folder, prepared again', 'train.py',
@@ -499,6 +507,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'was prepared again since, with another tokenizer: prepare the run\'s data once more, with a 512-token', None),
     ('diagnose: a run whose data folder was prepared again', 'diagnose.py', ['--out_dir={root}/reprep_run'],
      'was prepared again since, with another tokenizer', None),
+    ('plot: a log compressed under its own name', 'plot.py', ['{root}/gzlog', '--out_dir={root}/plgz'],
+     'log.jsonl is gzip-compressed: unpack it in place first', None),
     ('plot: a log of another run beside a Baseline config', 'plot.py', ['{root}/mixedlog', '--out_dir={root}/plmix'],
      'the log holds rows of another run', None),
     ('fine-tune a norm-free export with a taper', 'train.py', [*T, '--init_from={root}/otherexport'],
@@ -1073,6 +1083,9 @@ def make_workspace(root, data_dir):
     shutil.copy(f'{root}/trun/ckpt.pt', f'{root}/swapped/ckpt.pt')
     shutil.copytree(f'{root}/run', f'{root}/mixedlog')  # a Baseline's folder given a tapered run's log
     shutil.copy(f'{root}/trun/log.jsonl', f'{root}/mixedlog/log.jsonl')
+    open(f'{root}/bom.py', 'w', encoding='utf-8-sig').write('learning_rate = 1e-3\n')
+    shutil.copytree(f'{root}/run', f'{root}/gzlog')
+    open(f'{root}/gzlog/log.jsonl', 'wb').write(gzip.compress(open(f'{root}/run/log.jsonl', 'rb').read()))
     shutil.copytree(f'{root}/run', f'{root}/nocfg')
     os.remove(f'{root}/nocfg/config.json')
     shutil.copytree(data_dir, f'{root}/grown')  # the run's data with twice the training tokens
@@ -1167,6 +1180,10 @@ ACCEPTED = [  # (case, script, arguments, environment)
     ('a config file named in capitals (.PY)', 'train.py', ['{root}/upper.PY', *T, '--memory_plan'], None),
     ("a resume of a run without FakeLN that sets FakeLN's momentum (noted: no effect)", 'train.py',
      ['--init_from=resume', '--out_dir={root}/half_fm', '--fakeln_momentum=0.5', '--device=cpu'], None),
+    ('a config file saved with a byte-order mark', 'train.py', ['{root}/bom.py', *T, '--memory_plan'], None),
+    ('sample: a prompt file named with ~ after FILE:', 'sample.py', ['--out_dir={root}/run', '--device=cpu',
+                                                                    '--start=FILE:~/prompt.txt', '--max_new_tokens=4'],
+     {'HOME': '{root}'}),
     ("plot: a run whose config.json was removed (its checkpoint holds the config)", 'plot.py',
      ['{root}/nocfg', '--out_dir={root}/plnocfg'], None),
     ("plot: a run whose config.json an editor saved with a byte-order mark", 'plot.py',

@@ -210,3 +210,33 @@ def test_a_folded_checkpoint_older_than_its_run_is_noted(tmp_path):
     assert 'was not folded from the run beside it' in note and str(tmp_path / 'ckpt.pt') in note
     torch.save({'iter_num': 20, 'model': {}, 'model_args': args, 'config': {'seed': 1}}, other / 'ckpt.pt')
     assert 'beside it' not in folded_note(copied, str(other / 'ckpt_folded.pt'))  # the same model: a copied run
+
+
+def test_a_second_train_py_in_a_running_runs_folder_stops(data_dir, tmp_path):
+    """One train.py at a time in out_dir: a job submitted twice (a resume, or an --overwrite) beside a
+    run in progress stops with one sentence, and the running one goes on to its own end."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import ROOT
+    out = tmp_path / 'run'
+    first = subprocess.Popen([sys.executable, 'train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}',
+                              '--max_iters=100000', '--lr_decay_iters=100000', '--taper_end=90000'],
+                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):  # its first checkpoint, at iter 20
+            if (out / 'ckpt.pt').exists() or first.poll() is not None:
+                break
+            time.sleep(0.2)
+        seconds = [run('train.py', '--init_from=resume', f'--out_dir={out}', '--device=cpu', '--stop_iter=60',
+                       check=False),  # bounded: were it let in, it would end soon and say nothing of the other
+                   run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--overwrite', check=False)]
+        assert first.poll() is None, first.stderr.read()
+    finally:
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=120)
+    for second in seconds:
+        assert second.returncode != 0 and 'Traceback' not in second.stderr
+        assert f'another train.py is running in {out}' in second.stderr.strip().splitlines()[-1]
+    assert 'interrupted at iter' in err  # the first was stopped by the test, not by the others

@@ -283,8 +283,10 @@ def test_plot_draws_an_infinite_loss_as_a_gap_without_warnings(runs, tmp_path):
 def test_plot_says_when_two_seeds_of_a_setting_share_their_seed(runs, tmp_path):
     """Runs of one setting are drawn as its seeds (the median and band over them); two with the same
     seed are one seed counted twice, and plot.py says so."""
-    twin = tmp_path / 'twin'
+    twin = tmp_path / 'twin'  # the same seed, on other data: other losses
     shutil.copytree(runs / 'baseline', twin)
+    rows = [json.loads(line) for line in open(twin / 'log.jsonl')]
+    (twin / 'log.jsonl').write_text(''.join(json.dumps(r | {'loss': r['loss'] + 0.01}) + '\n' for r in rows))
     seed = json.load(open(twin / 'config.json'))['seed']
     proc = run('plot.py', str(runs / 'baseline'), str(twin), f'--out_dir={tmp_path / "figs"}')
     assert f"have the same seed ({seed})" in proc.stdout

@@ -44,6 +44,10 @@ def stale_token_files(out_dir, names, itemsize):
     stale = set()
     for name in names:
         path, count = os.path.join(out_dir, f"{name}.bin"), meta.get(f"{name}_tokens")
+        if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+            print(f"{name}: {path} is not a regular file (a device, a pipe, or a link to one): writing it again")
+            stale.add(name)
+            continue
         if os.path.isfile(path) and isinstance(count, int) and os.path.getsize(path) != count * itemsize:
             print(f"{name}: {path} holds {os.path.getsize(path):,} bytes, not the {count:,} tokens meta.json "
                   f"records: writing it again")

@@ -11,6 +11,7 @@ every step, and tapered models evaluated at g = 0.
 """
 
 import atexit
+import fcntl
 import functools
 import inspect
 import json
@@ -38,7 +39,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import memory
 from memory import describe as describe_memory
 from hf import TokenizerMismatch, export_source, from_pretrained, is_export, pretrained_config, tokenizer_reference
-from model import GPT, GPTConfig, broken_link, load_checkpoint
+from model import GPT, GPTConfig, broken_link, device_mistake, load_checkpoint
 from tokens import data_tokenizer, open_tokens, other_tokens, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
@@ -289,7 +290,7 @@ def check_config():
     if overwrite and init_from == 'resume':
         fail("--overwrite starts again over out_dir's run and --init_from=resume continues it: choose one")
     if not re.fullmatch(r'(cpu|cuda(:\d+)?)?', device):
-        fail(f"device={device!r} is not supported: use 'cuda', 'cuda:N', 'cpu', or '' for CUDA when available")
+        fail(device_mistake(device))
     if device.startswith('cuda') and not torch.cuda.is_available() and not memory_plan:
         fail("CUDA is not available on this machine: run with --device=cpu")
     if stop_iter > max_iters:
@@ -319,6 +320,35 @@ def check_config():
              f"start the taper at step 1 or later")
 
 
+def hold_out_dir(probe=False):
+    """One train.py at a time in out_dir: rank 0 of a run that writes holds an exclusive lock on the
+    folder itself (nothing is written for it) from its first write until it exits, so a job submitted
+    twice, or a resume started beside a running one, stops instead of interleaving two runs' checkpoints
+    and log. probe: only ask, up front, whether a run holds it (a shared lock, let go at once: refusals
+    that only read the folder never block one another)."""
+    global out_dir_lock
+    if out_dir_lock is not None or not os.path.isdir(out_dir):
+        return
+    fd = os.open(out_dir, os.O_RDONLY)
+    for attempt in range(1 if probe else 100):  # a run's own lock waits out other processes' brief probes
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB if probe else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            time.sleep(0.01)
+    else:
+        os.close(fd)
+        fail(f"another train.py is running in {out_dir} right now: wait for it to end (a resume then "
+             f"continues where it stopped), or choose another out_dir")
+    if probe:
+        os.close(fd)
+    else:
+        out_dir_lock = fd
+
+
+out_dir_lock = None
+if rank == 0 and not memory_plan and not eval_only:
+    hold_out_dir(probe=True)
 check_config()
 if init_from == 'resume' and not memory_plan:
     check_resumable()
@@ -437,9 +467,8 @@ def prepare_command():
                                           for name in ('pile', 'pile_filtered')):
             cmd += ' --skip_pile'  # it was prepared without the Pile sets
         return cmd + ('' if os.path.normpath(data_dir) == 'data/openwebtext' else f' --out_dir={data_dir}')
-    vocab = meta.get('vocab_size', vocab_size)  # prepare_tinystories.py writes data/tinystories<vocab_size>
-    return ('prepare_tinystories.py' + (f' --vocab_size={vocab}' if 260 <= vocab < 2**16 else '')
-            + ('' if os.path.normpath(data_dir) == f'data/tinystories{vocab}' else f' --out_dir={data_dir}')
+    return ('prepare_tinystories.py' + (f' --vocab_size={vocab_size}' if 260 <= vocab_size < 2**16 else '')
+            + ('' if os.path.normpath(data_dir) == f'data/tinystories{vocab_size}' else f' --out_dir={data_dir}')
             + ''.join(f' --{flag}={path}' for flag, path in inputs.items()))
 
 
@@ -502,7 +531,10 @@ def check_tokens(vocab):
     for split, tokens in data.items():
         top = max(int(tokens[i:i + 2**26].max()) for i in range(0, len(tokens), 2**26))
         if top >= vocab:
-            fail(f"{data_dir}/{split}.bin holds token id {top}, beyond the model's vocab_size={vocab}: "
+            fail(f"{data_dir}/{split}.bin holds token id {top}, beyond the model's vocab_size={vocab}: set "
+                 f"--vocab_size={top + 1} or more if the data is right (its meta.json names no vocab_size), or "
+                 f"prepare it again if another tokenizer made it" if 'vocab_size' not in meta and init_from == 'scratch'
+                 else f"{data_dir}/{split}.bin holds token id {top}, beyond the model's vocab_size={vocab}: "
                  f"the file was made with another tokenizer, so prepare it again")
 if mask_eot_targets and 'eot_token' not in meta:
     fail(f"mask_eot_targets needs the end-of-text id from {meta_path}: prepare the data with "
@@ -657,9 +689,10 @@ elif init_from == 'resume':
         fail(f"cannot resume: {other_tokens(data_dir, checkpoint, f'the run in {out_dir}')}")
     mark = checkpoint.get('eval_row')  # the evaluation it was saved after; None in older checkpoints
     if master and mark is not None and os.path.isfile(log_path) and mark not in open(log_path).read().splitlines():
-        fail(f"cannot resume: {log_path} is not the log of {ckpt_path}: the checkpoint's evaluation at iter "
-             f"{json.loads(mark)['iter']} is not among its rows, so the two are of different runs (a checkpoint or "
-             f"a log copied in?): put the run's own log.jsonl back, or move it aside to resume with a new log")
+        fail(f"cannot resume: {log_path} is not the whole log of {ckpt_path}: the checkpoint's evaluation at iter "
+             f"{json.loads(mark)['iter']} is not among its rows (a log or checkpoint of another run, or a log that "
+             f"lost its last rows): put the run's own whole log.jsonl back, or move it aside to resume with a new "
+             f"log")
     grown = [(split, n, len(data[split])) for split, n in (checkpoint.get('data') or {}).items()
              if split in data and n != len(data[split])]
     if grown:
@@ -695,6 +728,10 @@ elif init_from == 'resume':
     if not eval_only and iter_num >= end_iter:
         fail(f"the run in {out_dir} is already at iter {iter_num}, so {'stop_iter' if stop_iter else 'max_iters'}"
              f"={end_iter} leaves nothing to train: raise it, or pass --eval_only to evaluate the checkpoint")
+    if not eval_only and all(get_lr(it) == 0 for it in range(iter_num, end_iter)):
+        fail(f"every step from iter {iter_num} to {end_iter} would run at learning rate 0 (min_lr={min_lr} past "
+             f"lr_decay_iters={lr_decay_iters}), so nothing would train: raise --lr_decay_iters to {end_iter} (the "
+             f"cosine is then taken over the longer schedule), or set --min_lr above 0")
     written = os.path.join(out_dir, 'config.json')
     if master and ours(written):  # an edit of config.json changes nothing: a resume reads the checkpoint's
         with open(written, encoding='utf-8-sig') as f:
@@ -867,6 +904,7 @@ def open_run():
 
 def write_run():
     os.makedirs(out_dir, exist_ok=True)
+    hold_out_dir()  # held from the first write on
     for name in ('log.jsonl', 'config.json'):
         original[name] = read_bytes(os.path.join(out_dir, name))
     if overwrite and init_from != 'resume':
