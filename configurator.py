@@ -238,6 +238,14 @@ def not_utf8(key, path, chunk=16 << 20, subject=None):
     raise FlagError(f"{subject} ends inside a UTF-8 character: it was cut short; pass the whole file")
 
 
+def compression(path):
+    """(format, the command that writes its text to stdout, its usual ending) when path's first bytes
+    are one of COMPRESSED's, else None."""
+    with open(path, 'rb') as f:
+        head = f.read(6)
+    return next((kind for magic, kind in COMPRESSED.items() if head.startswith(magic)), None)
+
+
 def checked_input(key, path, kind):
     """A file (kind 'file', or 'text' for a text file) or folder (kind 'dir') the script reads: named,
     there, and of that kind. Kind 'run': a run's folder, absent or a folder. A leading ~ (quoted, so
@@ -249,13 +257,11 @@ def checked_input(key, path, kind):
         return checked_input(key, path, 'dir') if os.path.lexists(path) or not path.strip() else path
     if kind == 'text':
         checked_input(key, path, 'file')
-        with open(path, 'rb') as f:
-            head = f.read(6)
-        for magic, (name, unpack, ending) in COMPRESSED.items():
-            if head.startswith(magic):
-                text = path[:-len(ending)] if path.endswith(ending) else path + '.unpacked'
-                raise FlagError(f"{key}={path} is {name}-compressed: unpack it first (`{unpack} {path} > {text}`) "
-                                f"and pass {text}")
+        if compression(path):
+            name, unpack, ending = compression(path)
+            text = path[:-len(ending)] if path.endswith(ending) else path + '.unpacked'
+            raise FlagError(f"{key}={path} is {name}-compressed: unpack it first (`{unpack} {path} > {text}`) "
+                            f"and pass {text}")
         not_utf8(key, path)
         return path
     noun = 'file' if kind == 'file' else 'folder'

@@ -17,7 +17,7 @@ import configurator  # first: a missing package or a full disk is then one sente
 
 import numpy as np
 
-from configurator import COMPRESSED, figure_metadata, flag, folder_kind, is_our_figure, parse_flags
+from configurator import compression, figure_metadata, flag, folder_kind, is_our_figure, parse_flags
 
 TAPER_LABELS = {"none": "Baseline", "internal": "Internal-Taper", "all": "All-Taper"}
 AUX_LABELS = {"none": "", "fixed": " (+aux)", "baroni": " (+Baroni aux)"}
@@ -59,12 +59,10 @@ def load_run(run_dir):
         raise SystemExit(f"{config_path} needs taper in {list(TAPER_LABELS)} "
                          f"and aux_loss in {list(AUX_LABELS)}.")
     train, evals = [], []
-    with open(log_path, "rb") as f:
-        head = f.read(6)
-    for magic, (name, unpack, ending) in COMPRESSED.items():  # a log compressed to keep, under its own name
-        if head.startswith(magic):
-            raise SystemExit(f"{log_path} is {name}-compressed: unpack it in place first (`{unpack} {log_path} > "
-                             f"{log_path}.txt && mv {log_path}.txt {log_path}`).")
+    if compression(log_path):  # a log compressed to keep, under its own name
+        name, unpack, _ = compression(log_path)
+        raise SystemExit(f"{log_path} is {name}-compressed: unpack it in place first (`{unpack} {log_path} > "
+                         f"{log_path}.txt && mv {log_path}.txt {log_path}`).")
     with open(log_path, encoding="utf-8-sig", errors="replace") as f:  # a BOM from a Windows editor
         for n, line in enumerate(f, 1):
             try:

@@ -119,14 +119,12 @@ def stories_of(paths):
 
 
 def holds_text(path, chunk=1 << 20):
-    """True once a non-whitespace character turns up; reads only as far as it needs to."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            while block := f.read(chunk):
-                if not block.isspace():
-                    return True
-    except UnicodeDecodeError:
-        return False
+    """True once a non-whitespace character turns up; reads only as far as it needs to. The flag layer
+    has checked that the file is UTF-8 (configurator.not_utf8)."""
+    with open(path, encoding="utf-8") as f:
+        while block := f.read(chunk):
+            if not block.isspace():
+                return True
     return False
 
 
