@@ -178,11 +178,14 @@ def folded_from(path):
 
 
 def copy_of(folded, path):
-    """Whether the folded file at folded was folded from a copy of the checkpoint at path (a run folder
-    copied or moved): the same step of the same model and seed, though under another path."""
+    """Whether the folded file at folded was folded from the run of the checkpoint at path, though under
+    another path (a run folder copied or moved, then maybe trained on): an earlier step of the same run
+    (train.py's run_id), or, for checkpoints from before run_id, the same step of the same model and seed."""
     try:
         a = torch.load(folded, map_location='cpu', weights_only=True, mmap=True)
         b = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
+        if a.get('run_id') is not None and a.get('run_id') == b.get('run_id'):
+            return a['iter_num'] <= b['iter_num']
         args = lambda c: {k: v for k, v in c['model_args'].items() if k != 'folded'}
         return (a['iter_num'], args(a), a['config'].get('seed')) == (b['iter_num'], args(b), b['config'].get('seed'))
     except Exception:  # either unreadable, or without those fields: not known to be a copy
@@ -388,7 +391,8 @@ def main(argv=None):
         reset = reset_unseen_embeddings(folded, counts)
         print(f"reset the input embeddings of {reset} tokens that never occur in {data_dir}/train.bin")
     ckpt = dict(model=folded.state_dict(), reset_unseen=reset, model_args=asdict(folded.config), config=ckpt.get('config'),
-                iter_num=ckpt.get('iter_num'), tokenizer=ckpt.get('tokenizer'), folded_from=os.path.abspath(path))
+                iter_num=ckpt.get('iter_num'), tokenizer=ckpt.get('tokenizer'), folded_from=os.path.abspath(path),
+                run_id=ckpt.get('run_id'))
     # Both files are written aside and take their names only once both are whole: a failure leaves the
     # folders as they were.
     staging = os.path.normpath(args.export_hf) + '.tmp' if args.export_hf is not None else None

@@ -137,17 +137,14 @@ def fitting(hf_class, name_or_dir):
     except RuntimeError as e:  # a weight of another shape than config.json gives: transformers refuses it
         if 'ignore_mismatched_sizes' not in str(e):
             raise
-        raise ValueError(f"{name_or_dir}'s weights do not fit its config.json ({mismatch(hf_class, name_or_dir)}): "
-                         f"write the folder again with save_pretrained from the model it holds") from None
+        raise ValueError(unfit(name_or_dir, mismatch(hf_class, name_or_dir))) from None
     finally:
         logging.set_verbosity(verbosity)
     bad = [k for k in ('missing_keys', 'unexpected_keys', 'mismatched_keys') if info.get(k)]
     if bad:
         example = sorted(info[bad[0]])[0]
         example = example if isinstance(example, str) else example[0]
-        raise ValueError(f"{name_or_dir}'s weights do not fit its config.json ({len(info[bad[0]])} "
-                         f"{bad[0].replace('_', ' ')}, e.g. {example}): write the folder again with save_pretrained "
-                         f"from the model it holds")
+        raise ValueError(unfit(name_or_dir, f"{len(info[bad[0]])} {bad[0].replace('_', ' ')}, e.g. {example}"))
     untied = untied_head(model, name_or_dir)
     if untied:
         raise ValueError(untied)
@@ -187,21 +184,47 @@ def first_line(error):
     return f"{lines[0]} {lines[1]}" if lines[0].endswith(':') and len(lines) > 1 else lines[0]
 
 
+def unfit(name_or_dir, why):
+    """The sentence for a folder whose weights do not fit its config.json, why saying how."""
+    return (f"{name_or_dir}'s weights do not fit its config.json ({why}): write the folder again with "
+            f"save_pretrained from the model it holds")
+
+
 def mismatch(hf_class, name_or_dir):
     """The first weight whose shape in name_or_dir's safetensors files differs from the shape its
     config.json gives, as words ('model.embed_tokens.weight is 512 x 64, config.json makes it 600 x 64')."""
+    return misfit(name_or_dir, hf_class) or "a weight's shape differs from what config.json gives"
+
+
+def misfit(name_or_dir, hf_class=None):
+    """How the weights in name_or_dir's safetensors files fail to fit the model its config.json gives, in
+    words (a weight of another shape, one missing, one extra), read from the files' headers alone: None
+    when they fit, or when the folder holds no safetensors files (from_pretrained then says)."""
     from safetensors import safe_open
-    from transformers import AutoConfig
+    from transformers import AutoConfig, AutoModelForCausalLM
+    files = sorted(f for f in os.listdir(name_or_dir) if f.endswith('.safetensors'))
+    if not files:
+        return None
+    hc = AutoConfig.from_pretrained(name_or_dir)
     with torch.device('meta'):
-        wanted = {k: tuple(v.shape) for k, v in hf_class(AutoConfig.from_pretrained(name_or_dir)).state_dict().items()}
-    for file in sorted(f for f in os.listdir(name_or_dir) if f.endswith('.safetensors')):
+        model = hf_class(hc) if hf_class else AutoModelForCausalLM.from_config(hc)
+    wanted = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    held = {}
+    for file in files:
         with safe_open(os.path.join(name_or_dir, file), 'pt') as f:
-            for key in f.keys():
-                held = tuple(f.get_slice(key).get_shape())
-                if key in wanted and held != wanted[key]:
-                    return (f"{key} is {' x '.join(map(str, held))}, config.json makes it "
-                            f"{' x '.join(map(str, wanted[key]))}")
-    return "a weight's shape differs from what config.json gives"
+            held |= {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
+    size = lambda shape: ' x '.join(map(str, shape))
+    for key in wanted.keys() & held.keys():
+        if held[key] != wanted[key]:
+            return f"{key} is {size(held[key])}, config.json makes it {size(wanted[key])}"
+    tied = getattr(hc, 'tie_word_embeddings', False)
+    missing = sorted(k for k in wanted.keys() - held.keys() if not (tied and k == 'lm_head.weight'))
+    extra = sorted(held.keys() - wanted.keys())
+    if missing:
+        return f"{len(missing)} weights config.json needs are missing, e.g. {missing[0]}"
+    if extra:
+        return f"{len(extra)} weights are more than config.json needs, e.g. {extra[0]}"
+    return None
 
 
 @functools.cache  # asked more than once a run: its note is said once

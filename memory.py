@@ -28,6 +28,7 @@ and the allocator's fragmentation come on top, which is why a plan fits a GPU wh
 under 90% of the GPU's memory.
 """
 
+import ast
 import os
 import sys
 
@@ -274,6 +275,15 @@ def checked(config, path=None):
     return config
 
 
+def assigned(path):
+    """The names a config file assigns at its top level: the settings it makes, whatever their values."""
+    with open(path, encoding='utf-8-sig') as f:
+        tree = ast.parse(f.read(), path)
+    targets = [t for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+               for t in (node.targets if isinstance(node, ast.Assign) else [node.target])]
+    return {t.id for t in targets if isinstance(t, ast.Name)}
+
+
 def hf_shaped(config, argv):
     """config, with the shape of the HF model its init_from names (a fine-tune plans that model, as
     train.py builds it): a local folder's, or on the command line a hub model's (a config file's hub
@@ -282,18 +292,29 @@ def hf_shaped(config, argv):
         return config
     if not os.path.isdir(config['init_from']) and not any(a.startswith('--init_from') for a in argv):
         return config  # a fine-tune's config file gives its hub model's shape: planned offline
-    from hf import pretrained_config
+    from hf import misfit, pretrained_config, unfit
     try:
-        pretrained = pretrained_config(config['init_from'])  # its config.json alone
+        pretrained = pretrained_config(config['init_from'])  # its config.json, and the weights' shapes
+        why = misfit(config['init_from']) if os.path.isdir(config['init_from']) else None
+        if why:
+            raise ValueError(unfit(config['init_from'], why))
     except (OSError, ValueError) as e:
         raise SystemExit(f"cannot plan a fine-tune of {config['init_from']}: {e}") from None
     given = {a[2:].partition('=')[0] for a in argv if a.startswith('--')}
-    shape = {}
-    for key in ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head'):
-        if key in given and model_config(config).resolved(key) != pretrained.resolved(key):
+    keys = ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head')
+    wrong = [key for key in keys if model_config(config).resolved(key) != pretrained.resolved(key)]
+    for key in wrong:
+        if key in given:
             raise SystemExit(f"{config['init_from']} has {key}={getattr(pretrained, key)!r} but --{key}="
                              f"{config[key]!r}: drop --{key} (a fine-tune's shape is the model's)")
-        shape[key] = getattr(pretrained, key)
+    for path in (a for a in argv if not a.startswith('--')):
+        sets = [key for key in wrong if key in assigned(path)]
+        if sets:  # train.py refuses this run: its config's shape must be the model's
+            raise SystemExit(f"{config['init_from']} has {', '.join(f'{k}={getattr(pretrained, k)!r}' for k in sets)} "
+                             f"but {path} sets {', '.join(f'{k}={config[k]!r}' for k in sets)}: plan that model "
+                             f"without {path}, or set {' '.join(f'--{k}={getattr(pretrained, k)!r}' for k in sets)} "
+                             f"(a fine-tune's shape is the model's)")
+    shape = {key: getattr(pretrained, key) for key in keys}
     if 'block_size' not in given:  # a context no longer than the model's
         shape['block_size'] = min(config['block_size'], pretrained.block_size)
     elif config['block_size'] > pretrained.block_size:
@@ -336,19 +357,20 @@ def main(argv=None):
     flags = [a for a in rest if a.startswith('--')]
     if not files:
         raise SystemExit("--summary makes one row per config file: name at least one, e.g. config/finetune_gpt2_*.py")
-    print(f"| config | parameters | micro-batch | checkpointing | weights, grads, AdamW, bf16 copies | "
-          f"activations + logits | total | {gpu_gb} GB GPU |")
-    print("|---|---|---|---|---|---|---|---|")
+    rows = []  # every row planned before the table starts: a refused config leaves no half table
     for path in files:
-        config = hf_shaped(checked(resolve([path, *flags]), path), flags)
+        config = hf_shaped(checked(resolve([path, *flags]), path), [path, *flags])
         p = plan(config, nproc)
         state = p['weights'] + p['gradients'] + p['adamw'] + p.get('fsdp_gathered', 0) + p['weight_copies']
         fits = p['total'] <= FIT_FRACTION * gpu_gb * GB
-        print(f"| `{path}` | {p['params'] / 1e6:,.0f}M | {config['batch_size']} x {config['block_size']} "
-              f"| {'yes' if config['grad_checkpoint'] else 'no'} | {state / GB:.1f} GB "
-              f"| {(p['activations'] + p['logits_transient']) / GB:.1f} GB | {p['total'] / GB:.1f} GB "
-              f"| {'fits' if fits else 'does not fit'} ({p['total'] / (gpu_gb * GB):.0%}) |")
-
+        rows.append(f"| `{path}` | {p['params'] / 1e6:,.0f}M | {config['batch_size']} x {config['block_size']} "
+                    f"| {'yes' if config['grad_checkpoint'] else 'no'} | {state / GB:.1f} GB "
+                    f"| {(p['activations'] + p['logits_transient']) / GB:.1f} GB | {p['total'] / GB:.1f} GB "
+                    f"| {'fits' if fits else 'does not fit'} ({p['total'] / (gpu_gb * GB):.0%}) |")
+    print(f"| config | parameters | micro-batch | checkpointing | weights, grads, AdamW, bf16 copies | "
+          f"activations + logits | total | {gpu_gb} GB GPU |")
+    print("|---|---|---|---|---|---|---|---|")
+    print('\n'.join(rows))
 
 if __name__ == '__main__':
     main()

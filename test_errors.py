@@ -159,6 +159,16 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('fold: an HF weight file as the checkpoint', 'fold.py', ['--out_dir={root}/hf', '--ckpt=model.safetensors'],
      'name the ckpt.pt that train.py or fold.py wrote', None),
     # text inputs that arrive compressed: named by their format, whatever the file is called
+    ('memory: an HF folder whose weights hold more layers than its config.json', 'memory.py',
+     ['--init_from={root}/hf_fewer'], "hf_fewer's weights do not fit its config.json", None),
+    ('memory: a config file of another shape than the HF model', 'memory.py',
+     ['config/finetune_gpt2_s_alltaper.py', '--init_from={root}/hf'], 'but config/finetune_gpt2_s_alltaper.py sets', None),
+    ('memory: a table row of another shape than the HF model', 'memory.py',
+     ['--summary', 'config/finetune_gpt2_s_alltaper.py', '--init_from={root}/hf'], "a fine-tune's shape is the model's",
+     None),
+    ("train's memory plan of a config of another shape than the HF model", 'train.py',
+     ['config/finetune_gpt2_s_alltaper.py', '--init_from={root}/hf', '--block_size=64', '--memory_plan'],
+     "the config's shape must be the model's", None),
     ('memory: an HF model and a shape flag it contradicts', 'memory.py', ['--init_from={root}/hf', '--n_layer=9'],
      "drop --n_layer (a fine-tune's shape is the model's)", None),
     ('memory: a model name that is nowhere', 'memory.py', ['--init_from=no_such_model'],
@@ -185,6 +195,9 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('scratch run over a log without a checkpoint', 'train.py', [*T, '--out_dir={root}/logonly'],
      'left no checkpoint', None),
     ('meta.json with a vocab_size in words', 'train.py', [*T, '--data_dir={root}/strmeta'], 'not a positive whole number', None),
+    ('meta.json without a vocab_size, and vocab_size below its tokenizer', 'train.py',
+     [*T, '--data_dir={root}/novocab', '--vocab_size=300'], 'has a vocabulary of 512 tokens', None),
+    ('val.bin a copy of train.bin', 'train.py', [*T, '--data_dir={root}/valcopy'], 'holds the same tokens as train.bin', None),
     ('HF name without network', 'train.py', [*T, *GPT2_HF, '--init_from=gpt2'], 'could not download gpt2', OFFLINE),
     ('HF folder that does not exist', 'train.py', [*T, *GPT2_HF, '--init_from={root}/no_model'], 'no folder at', None),
     ('HF Llama whose heads do not group', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama_kv3'],
@@ -922,6 +935,7 @@ def make_workspace(root, data_dir):
     shutil.copytree(f'{root}/trun', f'{root}/trun2')  # its ckpt_folded.pt was folded from trun's checkpoint,
     other = torch.load(f'{root}/trun/ckpt.pt', weights_only=True)  # and its run is another one now (another seed)
     other['config']['seed'] = 7
+    other['run_id'] = 'another run'
     torch.save(other, f'{root}/trun2/ckpt.pt')
     shutil.copytree(f'{root}/trun', f'{root}/trun_copy')  # a run folder copied whole: its fold may be redone
     open(f'{root}/mine.png', 'wb').write(b'\x89PNG\r\n\x1a\n a figure of the user')
@@ -1096,6 +1110,16 @@ def make_workspace(root, data_dir):
     os.remove(f'{root}/gpt2_tokens/val.bin')
     shutil.copytree(data_dir, f'{root}/growth_stories')  # TinyStories under a name that holds 'owt'
     os.remove(f'{root}/growth_stories/val.bin')
+    shutil.copytree(data_dir, f'{root}/novocab')  # a meta.json edited by hand: its vocab_size removed
+    json.dump({k: v for k, v in json.load(open(f'{data_dir}/meta.json')).items() if k != 'vocab_size'},
+              open(f'{root}/novocab/meta.json', 'w'))
+    shutil.copytree(data_dir, f'{root}/valcopy')  # val.bin a copy of train.bin, meta.json edited to match
+    shutil.copy(f'{data_dir}/train.bin', f'{root}/valcopy/val.bin')
+    json.dump(json.load(open(f'{data_dir}/meta.json')) | {'val_tokens': len(train)}, open(f'{root}/valcopy/meta.json', 'w'))
+    shutil.copytree(f'{root}/hf', f'{root}/hf_fewer')  # config.json edited down to one layer; the weights hold two
+    json.dump(json.load(open(f'{root}/hf/config.json')) | {'n_layer': 1}, open(f'{root}/hf_fewer/config.json', 'w'))
+    shutil.copytree(f'{root}/trun', f'{root}/trun_ext')  # a run folder copied whole, then trained further
+    run('train.py', '--init_from=resume', f'--out_dir={root}/trun_ext', '--max_iters=44', '--lr_decay_iters=44')
     shutil.copytree(data_dir, f'{root}/reprep')  # a run's data folder, prepared again with another tokenizer
     run('train.py', *TINY, f'--data_dir={root}/reprep', f'--out_dir={root}/reprep_run', '--max_iters=4',
         '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--lr_decay_iters=4', '--eval_interval=4')
@@ -1163,6 +1187,7 @@ ACCEPTED = [  # (case, script, arguments, environment)
      ['--input_file={shared}/tinystories/train_sample.txt', '--val_file={shared}/tinystories/valid_sample.txt',
       '--vocab_size=512', '--out_dir={root}/copied'], None),
     ('fold: a copied run folder, folded again', 'fold.py', ['--out_dir={root}/trun_copy'], None),
+    ('fold: a copied run folder trained further, folded again', 'fold.py', ['--out_dir={root}/trun_ext'], None),
     ('resume a folder whose --overwrite run was killed before its first checkpoint (the run put back)', 'train.py',
      ['--init_from=resume', '--out_dir={root}/killed_overwrite2', '--eval_only', '--device=cpu'], None),
     ('a resume that changes the scale loss weight (lambda)', 'train.py',

@@ -22,6 +22,7 @@ import signal
 import socket
 import sys
 import time
+import uuid
 from contextlib import nullcontext
 from dataclasses import asdict
 
@@ -40,7 +41,7 @@ import memory
 from memory import describe as describe_memory
 from hf import TokenizerMismatch, export_source, from_pretrained, is_export, pretrained_config, tokenizer_reference
 from model import GPT, GPTConfig, broken_link, device_mistake, load_checkpoint
-from tokens import data_tokenizer, open_tokens, other_tokens, read_meta, same_tokenizer
+from tokens import data_tokenizer, open_tokens, other_tokens, read_meta, same_tokenizer, tokenizer_size
 
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
@@ -378,7 +379,25 @@ try:
     accum_steps, micro_batch = memory.split_batch(config, world_size)  # per rank per step; sequences each
 except ValueError as e:
     fail(str(e))
+def model_shape(pretrained):
+    """Refuse a fine-tune whose config's shape is not the HF model's (pretrained, its GPTConfig)."""
+    if block_size > pretrained.block_size:
+        fail(f"block_size={block_size} exceeds {init_from}'s context of {pretrained.block_size}")
+    ours_config = memory.model_config(config)  # 0 for n_kv_head or mlp_hidden: their rule, as the model reads it
+    wrong = [key for key in ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head',
+                             'mlp_hidden', 'tied_head') if ours_config.resolved(key) != pretrained.resolved(key)]
+    if wrong:  # every one at once: a fine-tune names the model's whole shape
+        fail(f"{init_from} has {', '.join(f'{k}={getattr(pretrained, k)!r}' for k in wrong)} but the config says "
+             f"{', '.join(f'{k}={config[k]!r}' for k in wrong)}: set "
+             f"{' '.join(f'--{k}={getattr(pretrained, k)!r}' for k in wrong)} (the config's shape must be the model's)")
+
+
 if memory_plan:  # the plan needs the config alone: no data, no device, nothing allocated or written
+    if init_from not in ('scratch', 'resume') and os.path.isdir(init_from):  # the plan of the run it would refuse: none
+        try:
+            model_shape(pretrained_config(init_from))
+        except (OSError, ValueError) as e:
+            fail(str(e))
     if init_from == 'resume' and run_config(dict(init_from=init_from, out_dir=out_dir, memory_plan=True)) is None:
         fail(f"cannot plan a resume: no readable checkpoint at {os.path.join(out_dir, 'ckpt.pt')}; pass the run's "
              f"--out_dir, or plan a new run without --init_from=resume")
@@ -507,6 +526,10 @@ for split, tokens in data.items():
         fail(f"{data_dir}/{split}.bin holds {len(tokens):,} tokens, too few for one window of "
              f"block_size={block_size} plus its target: lower block_size or prepare more data"
              + (" (a larger --val_fraction, or a --val_file, holds out more)" if split == 'val' else ""))
+if len(data['train']) == len(data['val']) and all(  # a copy: val_loss would score the tokens it trains on
+        np.array_equal(data['train'][i:i + 2**26], data['val'][i:i + 2**26]) for i in range(0, len(data['val']), 2**26)):
+    fail(f"{data_dir}/val.bin holds the same tokens as train.bin, so val_loss would score the training tokens: "
+         f"prepare the data again with `python {prepare_cmd}`")
 meta_path = os.path.join(data_dir, 'meta.json')
 meta = read_meta(data_dir)  # token_file has already refused one that is not JSON
 
@@ -550,6 +573,11 @@ except (OSError, KeyError, ValueError) as e:
 if tokenizer is None and master and not memory_plan:
     print(f"note: {data_dir} has no meta.json naming its tokenizer, so the checkpoints will name none and "
           f"sample.py will not decode them (the prepare scripts write one)")
+if tokenizer is not None and meta and 'vocab_size' not in meta:  # a hand-edited meta.json: its tokenizer knows
+    meta['vocab_size'] = tokenizer_size(tokenizer)
+    if master and not memory_plan:
+        print(f"note: {meta_path} names no vocab_size (the prepare scripts write one), so the data is checked "
+              f"against its tokenizer's {meta['vocab_size']} ids")
 if init_from not in ('scratch', 'resume'):  # an HF model reads the tokens of its own tokenizer only
     try:
         theirs = tokenizer_reference(init_from)
@@ -754,20 +782,12 @@ else:
              f"{' --fakeln=False' if fakeln else ''}, or go on from the run it was exported from"
              + (f" ({source})" if source else ""))
     try:
-        pretrained = pretrained_config(init_from, **settings)  # config.json alone: refusals come before the weights
-        if block_size > pretrained.block_size:
-            fail(f"block_size={block_size} exceeds {init_from}'s context of {pretrained.block_size}")
-        ours_config = GPTConfig(**model_args)  # 0 for n_kv_head or mlp_hidden: their rule, as the model reads it
-        wrong = [key for key in ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head',
-                                 'mlp_hidden', 'tied_head') if ours_config.resolved(key) != pretrained.resolved(key)]
-        if wrong:  # every one at once: a fine-tune names the model's whole shape
-            fail(f"{init_from} has {', '.join(f'{k}={getattr(pretrained, k)!r}' for k in wrong)} but the config says "
-                 f"{', '.join(f'{k}={config[k]!r}' for k in wrong)}: set "
-                 f"{' '.join(f'--{k}={getattr(pretrained, k)!r}' for k in wrong)} (the config's shape must be the model's)")
+        model_shape(pretrained_config(init_from, **settings))  # config.json alone: refusals come before the weights
         model = from_pretrained(init_from, **settings)
     except (OSError, ValueError, KeyError) as e:
         fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))  # a KeyError's str() is quoted
 check_tokens(model.config.vocab_size)
+run_id = (checkpoint or {}).get('run_id') or uuid.uuid4().hex  # kept by resumes, copies and folds
 # FakeLN, Baroni et al.'s protocol: (removal step, layer, path, name) for every LayerNorm, in their
 # order; ln_1 is removed on its Q/K path (0) and its V path (1) apart.
 removals = []
@@ -1091,7 +1111,7 @@ def save_checkpoint():
     ckpt = dict(model=model_state, optimizer=optimizer_state,
                 model_args=asdict(raw_model.config), config=config, iter_num=iter_num,
                 sampler=sampler_state, tokenizer=tokenizer, eval_row=eval_row,
-                data={split: len(tokens) for split, tokens in data.items()},
+                data={split: len(tokens) for split, tokens in data.items()}, run_id=run_id,
                 rng=dict(torch=torch.get_rng_state(),
                          cuda=torch.cuda.get_rng_state() if device_type == 'cuda' else None))
     try:
