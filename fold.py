@@ -196,27 +196,34 @@ def same_path(a, b):
     return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b) or os.path.abspath(a) == os.path.abspath(b)
 
 
+def unused(out_dir):
+    """A name for the folded checkpoint that no file in out_dir holds: the default, else one numbered."""
+    names = ['ckpt_folded.pt'] + [f'ckpt_folded_{i}.pt' for i in range(2, 1000)]
+    return next(name for name in names if not os.path.lexists(os.path.join(out_dir, name)))
+
+
 def check_outputs(args, path):
     """Refuse, before anything is written, an output that would replace a file fold.py did not
     make: the training checkpoint, the checkpoint being folded, or any other file of the run."""
     out = os.path.join(args.out_dir, args.out)
     if not args.out.strip() or args.out.endswith(('/', os.sep)) or os.path.isdir(out):
-        fail(f"out={args.out} is not a file name: name the folded checkpoint's file, e.g. --out=ckpt_folded.pt")
+        fail(f"out={args.out} is not a file name: name the folded checkpoint's file, e.g. "
+             f"--out={unused(args.out_dir)}")
     if os.path.abspath(out) == os.path.abspath(path) or (os.path.exists(out) and os.path.samefile(out, path)):
         fail(f"out={args.out} names the checkpoint being folded ({path}): name a new file, e.g. "
-             f"--out=ckpt_folded.pt")
+             f"--out={unused(args.out_dir)}")
     if os.path.basename(out) == 'ckpt.pt':
         fail(f"out={args.out} is named ckpt.pt, train.py's checkpoint, which fold.py never writes: name "
-             f"another file, e.g. --out=ckpt_folded.pt")
+             f"another file, e.g. --out={unused(args.out_dir)}")
     if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
         fail(f"out={args.out} lies in {os.path.dirname(os.path.abspath(out))}, which does not exist: name a "
-             f"file in an existing folder, e.g. --out=ckpt_folded.pt")
+             f"file in an existing folder, e.g. --out={unused(args.out_dir)}")
     if os.path.exists(out) and folded_from(out) is None:
         fail(f"{out} exists and is not a checkpoint fold.py wrote, so fold.py will not replace it: name a new "
-             f"file with --out, e.g. --out=ckpt_folded.pt")
+             f"file with --out, e.g. --out={unused(args.out_dir)}")
     if os.path.exists(out) and not same_path(folded_from(out), path) and not copy_of(out, path):
         fail(f"{out} holds a model folded from {folded_from(out)}, not from {path}, so fold.py will not replace it: "
-             f"name a new file with --out")
+             f"name a new file with --out, e.g. --out={unused(args.out_dir)}")
     why = cannot_write(os.path.dirname(os.path.abspath(out)))
     if why:
         fail(f"{why}: choose an --out_dir or --out you may write")

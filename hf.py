@@ -376,7 +376,7 @@ def llama_config(name_or_dir, hc, block_size, overrides):
         refuse('partial_rotary_factor', rope['partial_rotary_factor'], "RoPE here rotates every dimension of a head")
     scaling = None
     if kind == 'llama3':
-        scaling = {k: rope[k] for k in ('factor', 'low_freq_factor', 'high_freq_factor',
+        scaling = {k: rope.get(k) for k in ('factor', 'low_freq_factor', 'high_freq_factor',
                                         'original_max_position_embeddings')}
     context = hc.max_position_embeddings
     if block_size is not None and not 0 < block_size <= context:

@@ -83,6 +83,13 @@ class GPTConfig:
                              "fakeln=False with it")
         if self.fakeln and (self.norm != 'layernorm' or self.taper != 'none'):
             raise ValueError("fakeln replaces LayerNorms: it needs norm='layernorm' and taper='none'")
+        scaling = ('factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings')
+        r = self.rope_scaling
+        if r is not None and not (isinstance(r, dict) and r.get('rope_type', 'llama3') == 'llama3' and all(
+                isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool) and r[k] > 0 for k in scaling)
+                and r['low_freq_factor'] < r['high_freq_factor']):
+            raise ValueError(f"rope_scaling={r!r} is not Llama-3's frequency rescaling: positive numbers "
+                             f"{', '.join(scaling)}, low_freq_factor below high_freq_factor")
         for key in ('dropout', 'fakeln_momentum'):
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise ValueError(f"{key}={getattr(self, key)} must lie in [0, 1)")

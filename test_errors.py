@@ -475,7 +475,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('a run over an earlier run\'s folded checkpoint', 'train.py', [*T, '--out_dir={root}/foldedonly'],
      'ckpt_folded.pt of an earlier run', None),
     ('eval_only with overwrite', 'train.py', [*T, '--eval_only', '--overwrite'], 'drop one of them', None),
-    ('fold over a model folded from another run', 'fold.py', ['--out_dir={root}/trun2'], 'holds a model folded from', None),
+    ('fold over a model folded from another run', 'fold.py', ['--out_dir={root}/trun2'],
+     'holds a model folded from', None),
+    ('fold over a file it did not write: the advice names a free file', 'fold.py', ['--out_dir={root}/linkfold'],
+     'e.g. --out=ckpt_folded_2.pt', None),
     ('diagnose: a plot over a figure it did not write', 'diagnose.py', ['--out_dir={root}/run', '--plot={root}/mine.png'],
      'is not a figure that diagnose.py wrote', None),
     ('plot: over a figure it did not write', 'plot.py', ['{root}/run', '--out_dir={root}/userfigs'],
@@ -582,6 +585,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      '--lr_decay_iters=12'], 'damaged random-number state', None),
     ('sample: a checkpoint with a damaged model config', 'sample.py', ['--out_dir={root}/bogusargs', '--device=cpu'],
      'damaged model config', None),
+    ('sample: a checkpoint whose rope_scaling is not Llama-3\'s', 'sample.py', ['--out_dir={root}/yarnargs', '--device=cpu'],
+     "is not Llama-3's frequency rescaling", None),
     ('a reschedule that ends the taper behind the run', 'train.py', ['--init_from=resume', '--out_dir={root}/half',
      '--taper_end=15', '--reschedule'], 'would drop the gate to 0 at once', None),
     ('the scale loss weighted 0', 'train.py', [*T, '--aux_weight=0'], 'turns the fixed-target scale loss off', None),
@@ -903,7 +908,9 @@ def make_workspace(root, data_dir):
     whole = torch.load(f'{root}/run/ckpt.pt', weights_only=True)
     for name, change in (('iterstr', dict(iter_num='20')), ('noopt', dict(optimizer=None)),
                          ('badrng', dict(rng=dict(torch=torch.zeros(3, dtype=torch.uint8)))),
-                         ('bogusargs', dict(model_args=whole['model_args'] | dict(taper='bogus')))):
+                         ('bogusargs', dict(model_args=whole['model_args'] | dict(taper='bogus'))),
+                         ('yarnargs', dict(model_args=whole['model_args'] | dict(rope_scaling=dict(rope_type='yarn',
+                                                                                             factor=4.0))))):
         os.makedirs(f'{root}/{name}')
         damaged = {k: v for k, v in (whole | change).items() if v is not None}
         torch.save(damaged, f'{root}/{name}/ckpt.pt')
@@ -1118,6 +1125,9 @@ def make_workspace(root, data_dir):
     json.dump(json.load(open(f'{data_dir}/meta.json')) | {'val_tokens': len(train)}, open(f'{root}/valcopy/meta.json', 'w'))
     shutil.copytree(f'{root}/hf', f'{root}/hf_fewer')  # config.json edited down to one layer; the weights hold two
     json.dump(json.load(open(f'{root}/hf/config.json')) | {'n_layer': 1}, open(f'{root}/hf_fewer/config.json', 'w'))
+    os.makedirs(f'{root}/linkfold')  # ckpt_folded.pt a link to another run's checkpoint
+    shutil.copy(f'{root}/trun/ckpt.pt', f'{root}/linkfold/ckpt.pt')
+    os.symlink(f'{root}/run/ckpt.pt', f'{root}/linkfold/ckpt_folded.pt')
     shutil.copytree(f'{root}/trun', f'{root}/trun_ext')  # a run folder copied whole, then trained further
     run('train.py', '--init_from=resume', f'--out_dir={root}/trun_ext', '--max_iters=44', '--lr_decay_iters=44')
     shutil.copytree(data_dir, f'{root}/reprep')  # a run's data folder, prepared again with another tokenizer
