@@ -147,7 +147,8 @@ def convert(key, value, spec):
 def convert_list(key, value, spec):
     if isinstance(value, str) and value.strip()[:1] + value.strip()[-1:] in ('()', '[]'):
         value = value.strip()[1:-1]  # --fakeln_start=(20,44,68,104) reads as 20,44,68,104
-    parts = value.split(',') if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else None
+    parts = (path_items(value) if spec.path else value.split(',')) if isinstance(value, str) else \
+        list(value) if isinstance(value, (list, tuple)) else None
     if parts is None or (isinstance(value, str) and not value.strip()):
         raise FlagError(f"{key}={value!r} is not valid: {key} takes {spec.rule()}")
     item = Flag(spec.items(), spec.help, type=spec.items, min=spec.min, max=spec.max, above=spec.above,
@@ -169,6 +170,18 @@ def convert_list(key, value, spec):
     if spec.unique and twice:
         raise FlagError(f"{key} lists {', '.join(map(str, twice))} more than once: {key} takes {spec.rule()}")
     return tuple(out)
+
+
+def path_items(text):
+    """Comma-separated paths, where a comma inside the name of a file that exists stays in that name
+    (stories,v2.txt): the longest run of pieces that names an existing path is one item."""
+    pieces, out, i = text.split(','), [], 0
+    while i < len(pieces):
+        j = next(j for j in range(len(pieces), i, -1)
+                 if j == i + 1 or os.path.exists(os.path.expanduser(','.join(pieces[i:j]).strip())))
+        out.append(','.join(pieces[i:j]))
+        i = j
+    return out
 
 
 def checked_range(key, value, spec):

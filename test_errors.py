@@ -861,6 +861,7 @@ def make_workspace(root, data_dir):
     open(f'{root}/latin1.jsonl', 'w', encoding='latin-1').write('{"text": "fine"}\n{"text": "caf\u00e9"}\n')
     open(f'{root}/cut_utf8.jsonl', 'wb').write('{"input_ids": [1]}\n{"input_ids": [2]} \u00e9'.encode()[:-1])
     open(f'{root}/small.txt', 'w').write(open(SHARED / 'tinystories' / 'train_sample.txt').read()[:20_000])
+    shutil.copy(f'{root}/small.txt', f'{root}/stories,v2.txt')  # a file whose name holds a comma
     run('prepare_tinystories.py', f'--input_file={root}/small.txt', '--vocab_size=512', f'--out_dir={root}/other_tok',
         env=QUIET)  # the same vocabulary size as the run's data, in another tokenizer
     open(f'{root}/bad_line.jsonl', 'w').write('{"text": "fine", "input_ids": [1]}\n{"text": "torn\n')
@@ -1198,6 +1199,8 @@ ACCEPTED = [  # (case, script, arguments, environment)
       '--vocab_size=512', '--out_dir={root}/copied'], None),
     ('fold: a copied run folder, folded again', 'fold.py', ['--out_dir={root}/trun_copy'], None),
     ('fold: a copied run folder trained further, folded again', 'fold.py', ['--out_dir={root}/trun_ext'], None),
+    ('prepare_tinystories: files whose names hold a comma, listed with a space', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt, {root}/stories,v2.txt', '--vocab_size=512', '--out_dir={root}/commaprep'], None),
     ('resume a folder whose --overwrite run was killed before its first checkpoint (the run put back)', 'train.py',
      ['--init_from=resume', '--out_dir={root}/killed_overwrite2', '--eval_only', '--device=cpu'], None),
     ('a resume that changes the scale loss weight (lambda)', 'train.py',
