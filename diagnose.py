@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags
 from model import GPT, broken_link, fold_hint, folded_note, load_checkpoint, replaced_run, taper_note
-from tokens import data_tokenizer, load_tokenizer, open_tokens, other_tokens, read_meta, same_tokenizer
+from tokens import data_tokenizer, load_tokenizer, open_tokens, other_tokens, prepare_command, read_meta, same_tokenizer
 
 
 SPLITS = ('val', 'train', 'pile', 'pile_filtered')  # what prepare_tinystories.py and prepare_owt.py write
@@ -53,7 +53,7 @@ def tokens_of(data_dir, split):
         fail(f"{e}: choose --split among the splits {data_dir} holds ({', '.join(there)})" if there else
              f"{e}: pass --data_dir, the folder the run was trained on")
     except ValueError as e:
-        fail(f"cannot diagnose: {e}; prepare the data again")
+        fail(f"cannot diagnose: {e}; prepare the data again with `python {prepare_command(data_dir)}`")
 
 
 def train_counts(data_dir, vocab_size):

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from configurator import FlagError, configure_globals, flag
 from hf import from_pretrained, init_from_conflict, is_export, tokenizer_reference
 from model import GPT, broken_link, fold_hint, folded_note, load_checkpoint, pick_device, replaced_run, taper_note
-from tokens import data_tokenizer, open_tokens, raw_text, read_meta, same_tokenizer
+from tokens import data_tokenizer, open_tokens, prepare_command, raw_text, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
 init_from = flag('resume', "'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family name or "
@@ -155,7 +155,7 @@ def open_set(split):
     try:
         return open_tokens(data_dir, split)
     except ValueError as e:
-        fail(f"cannot evaluate: {e}; prepare it again with `python prepare_owt.py`")
+        fail(f"cannot evaluate: {e}; prepare it again with `python {prepare_command(data_dir)}`")
 
 
 def chunks_of(data, split, chunk_len, vocab_size):
@@ -167,7 +167,7 @@ def chunks_of(data, split, chunk_len, vocab_size):
     n_chunks -= n_chunks % batch_size  # Baroni's evaluation skips a last batch of fewer chunks
     if len(data) < chunk_len:
         fail(f"{data_dir}/{split}.bin holds {len(data)} tokens, less than one chunk of {chunk_len}: prepare it "
-             f"again with `python prepare_owt.py` (a file cut short, or too little text)")
+             f"again with `python {prepare_command(data_dir)}` (a file cut short, or too little text)")
     if n_chunks == 0:
         fail(f"{data_dir}/{split}.bin holds {len(data) // chunk_len} chunks of {chunk_len} tokens, fewer than "
              f"batch_size={batch_size}: lower --batch_size, or prepare more data with `python prepare_owt.py`")
@@ -209,7 +209,7 @@ if missing:  # scored as '-': said, so that a missing set is not read as one lef
 try:
     meta = read_meta(data_dir)
 except ValueError as e:
-    fail(f"cannot evaluate: {e}: prepare the data again with `python prepare_owt.py`")
+    fail(f"cannot evaluate: {e}: prepare the data again with `python {prepare_command(data_dir)}`")
 sets = {key: open_set(split) for key, _, split in present}
 model, protocol, tokenizer = load_model()
 check_tokenizer(tokenizer, meta)

@@ -334,6 +334,7 @@ def main(argv=None):
             print(f"tokenize: wrote {bin_files[split]}, {n_tokens:,} tokens")
 
     # The Pile's first pile_rows rows, and all of the filtered set (10k rows).
+    sources = {}  # where each Pile set written now came from, for meta.json
     for name, rows in (("pile", args.pile_rows), ("pile_filtered", None)):
         pile_file = getattr(args, f"{name}_file")
         if args.tokenizer is not None:
@@ -352,6 +353,7 @@ def main(argv=None):
                                  f"only {columns}.")
             n_tokens = write_bin(ds, column, bin_files[name], vocab_size, dtype, rows)
             written.add(name)
+            sources[name] = os.path.abspath(pile_file) if pile_file else PILE_NAMES[name]
             print(f"{name}: wrote {bin_files[name]}, {n_tokens:,} tokens")
 
     if os.path.exists(meta_file) and not written:
@@ -368,6 +370,7 @@ def main(argv=None):
             meta["source"] = args.input_file or OWT_NAME
         if "train" in written:
             meta["val_fraction"] = args.val_fraction
+        meta |= {f"{name}_source": source for name, source in sources.items()}
         with open(meta_file, "w") as f:
             json.dump(meta, f, indent=2)
         print(f"meta: wrote {meta_file}: {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens")

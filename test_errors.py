@@ -390,6 +390,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      '--out_dir={root}/gc2'], 'reads what the finetune_alltaper step writes, which has not run in', None),
     ('gpu_check: out_dir of another script', 'gpu_check.py', ['--device=cpu', '--out_dir={root}/run'],
      'holds files that gpu_check.py did not write', None),
+    ('evaluate: a damaged Pile set: the advice reads the local file it came from', 'evaluate.py',
+     ['--init_from={root}/hf', '--data_dir={root}/owtpile', '--device=cpu'], 'pile_short.jsonl --out_dir=', None),
     ('evaluate: a token file shorter than one chunk', 'evaluate.py', ['--init_from={root}/hf', '--data_dir={root}/owtshort',
      '--device=cpu', '--batch_size=1'], 'holds 30 tokens, less than one chunk of 64', None),
     ('evaluate: a TinyStories checkpoint', 'evaluate.py', ['--out_dir={root}/run', '--data_dir={data}',
@@ -886,6 +888,11 @@ def make_workspace(root, data_dir):
         rows = open(f'{root}/{name}/log.jsonl').read().splitlines()
         open(f'{root}/{name}/log.jsonl', 'w').write('\n'.join(edit(rows)) + '\n')
     shutil.copytree(f'{root}/owt', f'{root}/owtshort')  # a val.bin cut short of one chunk
+    shutil.copytree(f'{root}/owt', f'{root}/owtpile')  # a Pile set from a local file, its .bin cut mid-token
+    np.arange(3000, dtype=np.uint16).tofile(f'{root}/owtpile/pile.bin')
+    open(f'{root}/owtpile/pile.bin', 'ab').write(b'\0')
+    json.dump(json.load(open(f'{root}/owt/meta.json')) | {'pile_tokens': 3000, 'pile_source': f'{root}/pile_short.jsonl'},
+              open(f'{root}/owtpile/meta.json', 'w'))
     np.arange(30, dtype=np.uint16).tofile(f'{root}/owtshort/val.bin')
     os.makedirs(f'{root}/nanogpt')  # nanoGPT's checkpoint layout: its GPTConfig has a 'bias' field
     torch.save(dict(model={'transformer.wte.weight': torch.zeros(512, 32)}, optimizer={}, iter_num=10,

@@ -9,6 +9,7 @@ carries (train.py's tokenizer_reference), turned back into encode and decode.
 import hashlib
 import json
 import os
+import shlex
 import tempfile
 import stat
 
@@ -95,6 +96,38 @@ def read_meta(data_dir):
     if meta.get('tokenizer') == 'tiktoken' and vocab not in (None, 50257):
         raise ValueError(f"{path} names tiktoken's GPT-2 tokenizer, whose vocabulary is 50257, not vocab_size={vocab}")
     return meta
+
+
+def prepare_command(data_dir, vocab_size=None):
+    """The prepare script and flags that write data_dir (again): the script its meta.json's tokenizer
+    names (else the one the folder's name suggests), with the local files it records (text, and the
+    Pile sets' rows), so that the command reads them rather than the hub."""
+    try:
+        meta = read_meta(data_dir) if os.path.isdir(data_dir) else {}
+    except ValueError:
+        meta = {}
+    kind = meta.get('tokenizer')
+    inputs = {flag: meta[key] for flag, key in (('input_file', 'source'), ('val_file', 'val_file'),
+                                                 ('pile_file', 'pile_source'),
+                                                 ('pile_filtered_file', 'pile_filtered_source'))
+              if isinstance(meta.get(key), str) and (os.path.isfile(meta[key]) or all(
+                  os.path.isfile(path.strip()) for path in meta[key].split(',')))}
+    if kind in ('tiktoken', 'hf') or (kind is None and ('owt' in data_dir or 'openwebtext' in data_dir)):
+        cmd = 'prepare_owt.py' + (f" --tokenizer={meta['tokenizer_name']}" if kind == 'hf' else '')
+        cmd += ''.join(f' --{flag}={shlex.quote(path)}' for flag, path in inputs.items() if flag != 'val_file')
+        if 'input_file' in inputs and isinstance(meta.get('val_fraction'), float):  # a folder refuses another
+            cmd += f" --val_fraction={meta['val_fraction']}"
+        if kind == 'tiktoken' and not any(os.path.isfile(os.path.join(data_dir, f'{name}.bin'))
+                                          for name in ('pile', 'pile_filtered')):
+            cmd += ' --skip_pile'  # it was prepared without the Pile sets
+        default = os.path.normpath(data_dir) == 'data/openwebtext'
+        return cmd + ('' if default else f' --out_dir={shlex.quote(data_dir)}')
+    vocab_size = meta.get('vocab_size') or vocab_size or 0  # the folder's own, when it records one
+    default = os.path.normpath(data_dir) == f'data/tinystories{vocab_size}'
+    return ('prepare_tinystories.py' + (f' --vocab_size={vocab_size}' if 260 <= vocab_size < 2**16 else '')
+            + ('' if default else f' --out_dir={shlex.quote(data_dir)}')
+            + ''.join(f' --{flag}={shlex.quote(path)}' for flag, path in inputs.items()
+                      if flag in ('input_file', 'val_file')))
 
 
 def token_dtype(data_dir):

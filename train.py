@@ -41,7 +41,8 @@ import memory
 from memory import describe as describe_memory
 from hf import TokenizerMismatch, export_source, from_pretrained, is_export, pretrained_config, tokenizer_reference
 from model import GPT, GPTConfig, broken_link, device_mistake, load_checkpoint
-from tokens import data_tokenizer, open_tokens, other_tokens, read_meta, same_tokenizer, tokenizer_size
+from tokens import (data_tokenizer, open_tokens, other_tokens, prepare_command, read_meta, same_tokenizer,
+                    tokenizer_size)
 
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
@@ -468,30 +469,7 @@ if eval_only and overwrite:
     fail("--eval_only writes nothing, so --overwrite means nothing with it: drop one of them")
 
 # --- data: windows of one concatenated token stream, at random offsets or as shuffled blocks ----
-def prepare_command():
-    """The prepare script and flags that write data_dir (again): the script its meta.json's tokenizer
-    names (else the one the folder's name suggests), with the local text files it records, so that
-    the command reads them rather than the hub."""
-    try:
-        meta = read_meta(data_dir) if os.path.isdir(data_dir) else {}
-    except ValueError:
-        meta = {}
-    kind = meta.get('tokenizer')
-    inputs = {flag: meta[key] for flag, key in (('input_file', 'source'), ('val_file', 'val_file'))
-              if isinstance(meta.get(key), str) and os.path.isfile(meta[key])}
-    if kind in ('tiktoken', 'hf') or (kind is None and ('owt' in data_dir or 'openwebtext' in data_dir)):
-        cmd = 'prepare_owt.py' + (f" --tokenizer={meta['tokenizer_name']}" if kind == 'hf' else '')
-        cmd += f" --input_file={inputs['input_file']}" if 'input_file' in inputs else ''
-        if kind == 'tiktoken' and not any(os.path.isfile(os.path.join(data_dir, f'{name}.bin'))
-                                          for name in ('pile', 'pile_filtered')):
-            cmd += ' --skip_pile'  # it was prepared without the Pile sets
-        return cmd + ('' if os.path.normpath(data_dir) == 'data/openwebtext' else f' --out_dir={data_dir}')
-    return ('prepare_tinystories.py' + (f' --vocab_size={vocab_size}' if 260 <= vocab_size < 2**16 else '')
-            + ('' if os.path.normpath(data_dir) == f'data/tinystories{vocab_size}' else f' --out_dir={data_dir}')
-            + ''.join(f' --{flag}={path}' for flag, path in inputs.items()))
-
-
-prepare_cmd = prepare_command()
+prepare_cmd = prepare_command(data_dir, vocab_size)
 
 
 def token_file(split):
