@@ -23,6 +23,7 @@ import ast
 import codecs
 import difflib
 import errno
+import fcntl
 import importlib
 import math
 import numbers
@@ -401,6 +402,34 @@ SWITCHES = ('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE', 'HF_DATASETS_OFFLINE')
 
 # Thread counts torch reads at import: OpenMP's may list one count per nesting level ('4,2').
 THREAD_COUNTS = {'OMP_NUM_THREADS': r'\d+(,\d+)*', 'MKL_NUM_THREADS': r'\d+'}
+
+
+class FolderLock:
+    """One process at a time writes the folder path (a data folder of a prepare script): an exclusive
+    lock on the folder itself, nothing written for it, held until the process exits. Taken up front
+    when the folder exists, else once it is made; a folder another process filled in between is
+    refused, since this one's checks saw it empty."""
+
+    def __init__(self, path, prog):
+        self.path, self.prog, self.fd = path, prog, None
+        self.seen = sorted(os.listdir(path)) if os.path.isdir(path) else []
+        if os.path.isdir(path):
+            self.hold()
+
+    def hold(self):
+        if self.fd is not None:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SystemExit(f"another {self.prog} is writing into {self.path} right now: wait for it to end, "
+                             f"then run this again") from None
+        self.fd = fd
+        if sorted(os.listdir(self.path)) != self.seen:
+            raise SystemExit(f"another process wrote into {self.path} while {self.prog} read its input, so "
+                             f"its checks no longer hold: run this again")
 
 
 def check_environment():

@@ -36,7 +36,7 @@ import datasets
 from datasets import load_dataset
 from tqdm import tqdm
 
-from configurator import check_cache, checked_path, flag, parse_flags
+from configurator import FolderLock, check_cache, checked_path, flag, parse_flags
 from tokens import check_data_out_dir, dtype_for, gpt2_encoding, read_meta, stale_token_files
 
 OWT_NAME = "openwebtext"
@@ -303,6 +303,7 @@ def main(argv=None):
                              f"downloaded, and the hub cannot be reached (offline): pass --{hub_piles[0]}_file, "
                              f"or --skip_pile")
     meta_file = os.path.join(out_dir, "meta.json")
+    lock = FolderLock(out_dir, "prepare_owt.py")  # one prepare at a time in out_dir
     check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, args.input_file, args.val_fraction)
     # The documents are loaded and split before the first file is written, so a failure leaves no trace.
     stale = stale_token_files(out_dir, bin_files, dtype.itemsize)
@@ -312,6 +313,7 @@ def main(argv=None):
         splits = load_splits(args.input_file, args.val_fraction)
         print(f"load: {len(splits['train']):,} train and {len(splits['val']):,} val documents")
     os.makedirs(out_dir, exist_ok=True)
+    lock.hold()
     written = set()
 
     if tokenizer is not None:

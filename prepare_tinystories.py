@@ -26,7 +26,7 @@ import datasets
 from datasets import load_dataset
 from tqdm import tqdm
 
-from configurator import check_cache, checked_path, flag, parse_flags
+from configurator import FolderLock, check_cache, checked_path, flag, parse_flags
 from tokens import check_data_out_dir, read_meta, stale_token_files
 
 HF_NAME = "roneneldan/TinyStories"
@@ -351,6 +351,7 @@ def main(argv=None):
     model_file = os.path.join(out_dir, "tokenizer.model")
     bin_files = {split: os.path.join(out_dir, f"{split}.bin") for split in ("train", "val")}
     meta_file = os.path.join(out_dir, "meta.json")
+    lock = FolderLock(out_dir, "prepare_tinystories.py")  # one prepare at a time in out_dir
     # Everything is checked, and the text loaded, before the first file is written.
     check_prepared(out_dir, args.input_file, args.val_file, args.val_fraction, args.vocab_size, model_file,
                    meta_file, max_stories=args.max_stories)
@@ -372,6 +373,7 @@ def main(argv=None):
         print(f"load: {len(splits['train']):,} train and {len(splits['val']):,} val documents")
     created = not os.path.isdir(out_dir)
     os.makedirs(out_dir, exist_ok=True)
+    lock.hold()
 
     if os.path.exists(model_file):
         print(f"vocab: skipped, {model_file} exists")

@@ -212,6 +212,38 @@ def test_a_folded_checkpoint_older_than_its_run_is_noted(tmp_path):
     assert 'beside it' not in folded_note(copied, str(other / 'ckpt_folded.pt'))  # the same model: a copied run
 
 
+def test_one_prepare_at_a_time_writes_a_data_folder(data_dir, tmp_path):
+    """A prepare script beside another one writing the same folder stops with one sentence before
+    it writes (two terminals, one folder), and a folder filled by another process between a prepare's
+    checks and its first write is refused rather than written over under the old checks."""
+    import fcntl
+    from configurator import FolderLock
+    from conftest import SHARED
+    folder = tmp_path / 'data'
+    shutil.copytree(data_dir, folder)
+    before = {f: (folder / f).read_bytes() for f in os.listdir(folder)}
+    fd = os.open(folder, os.O_RDONLY)  # the other prepare, holding the folder
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        for script, args in (('prepare_tinystories.py', [f"--input_file={SHARED / 'tinystories' / 'valid_sample.txt'}",
+                                                         '--vocab_size=300']),
+                             ('prepare_owt.py', [f"--input_file={SHARED / 'openwebtext' / 'sample.jsonl'}",
+                                                 '--skip_pile'])):
+            proc = run(script, *args, f'--out_dir={folder}', check=False)
+            lines = proc.stderr.strip().splitlines()
+            assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+            assert f'another {script} is writing into {folder}' in lines[-1], lines
+    finally:
+        os.close(fd)
+    assert {f: (folder / f).read_bytes() for f in os.listdir(folder)} == before
+    late = tmp_path / 'late'
+    lock = FolderLock(str(late), 'prepare_tinystories.py')  # its checks see no folder
+    os.makedirs(late)
+    (late / 'train.bin').write_bytes(b'\0\0')  # another process's, meanwhile
+    with pytest.raises(SystemExit, match='another process wrote into'):
+        lock.hold()
+
+
 def test_a_second_train_py_in_a_running_runs_folder_stops(data_dir, tmp_path):
     """One train.py at a time in out_dir: a job submitted twice (a resume, or an --overwrite) beside a
     run in progress stops with one sentence, and the running one goes on to its own end."""
