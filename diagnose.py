@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags
-from model import GPT, broken_link, fold_hint, folded_note, load_checkpoint, replaced_run, taper_note
+from model import GPT, broken_link, folded_note, load_checkpoint, missing_hint, replaced_run, taper_note
 from tokens import data_tokenizer, load_tokenizer, open_tokens, other_tokens, prepare_command, read_meta, same_tokenizer
 
 
@@ -339,8 +339,8 @@ def main(argv=None):
     replaced_run(os.path.dirname(path), 'diagnose')
     broken_link(path, 'diagnose')
     if not os.path.isfile(path):
-        hint = (fold_hint(args.out_dir) if 'folded' in args.ckpt else
-                "pass --out_dir=<a run's folder> and --ckpt=<its checkpoint file>")
+        hint = missing_hint(args.out_dir, args.ckpt,
+                            "pass --out_dir=<a run's folder> and --ckpt=<its checkpoint file>")
         fail(f"cannot diagnose: no checkpoint at {path}: {hint}")
     try:
         ckpt = load_checkpoint(path)

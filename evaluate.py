@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from configurator import FlagError, configure_globals, flag
 from hf import from_pretrained, init_from_conflict, is_export, tokenizer_reference
-from model import GPT, broken_link, fold_hint, folded_note, load_checkpoint, pick_device, replaced_run, taper_note
+from model import GPT, broken_link, folded_note, load_checkpoint, missing_hint, pick_device, replaced_run, taper_note
 from tokens import data_tokenizer, open_tokens, prepare_command, raw_text, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
@@ -103,8 +103,8 @@ def load_model():
         replaced_run(os.path.dirname(path), 'evaluate')
         broken_link(path, 'evaluate')
         if not os.path.isfile(path):
-            hint = (fold_hint(out_dir) if 'folded' in ckpt else
-                    "pass --out_dir=<a run's folder>, or --init_from=<an HF model>")
+            hint = missing_hint(out_dir, ckpt,
+                                "pass --out_dir=<a run's folder>, or --init_from=<an HF model>")
             fail(f"cannot evaluate: no checkpoint at {path}: {hint}")
         checkpoint = load_checkpoint(path, device)
         model = GPT.from_checkpoint(checkpoint, device).eval()

@@ -11,6 +11,7 @@ Anchoring in Pre-Norm Transformers" (TaperNorm). Equation numbers refer to the p
 Token vectors h are rows, as in the paper; nn.Linear stores W as (out, in), so x -> x W^T.
 """
 
+import difflib
 import math
 import os
 import re
@@ -517,6 +518,19 @@ def fold_hint(out_dir):
         kind = 'a DyT run' if args.get('norm') == 'dyt' else 'a Baseline run (its norms stay)'
         return f"{out_dir} is {kind}, which has no norm that folds, so no folded checkpoint: use its ckpt.pt (drop --ckpt)"
     return f"fold the run first with `python fold.py --out_dir={out_dir}`"
+
+
+def missing_hint(out_dir, ckpt, otherwise):
+    """What to do when out_dir holds no checkpoint file ckpt: the checkpoint beside it that was likely
+    meant (ckpt_folded for ckpt_folded.pt), else, for a folded one, fold_hint, else otherwise."""
+    folder = os.path.dirname(os.path.join(out_dir, ckpt))
+    there = sorted(f for f in os.listdir(folder) if f.endswith('.pt')) if os.path.isdir(folder) else []
+    name = os.path.basename(ckpt)
+    near = [f for f in there if f == name + '.pt'] or difflib.get_close_matches(name, there, n=1, cutoff=0.75)
+    if near:
+        meant = os.path.relpath(os.path.join(folder, near[0]), out_dir)
+        return f"{folder} holds {near[0]}: pass --ckpt={meant}"
+    return fold_hint(out_dir) if 'folded' in ckpt else otherwise
 
 
 def taper_note(ckpt):

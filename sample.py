@@ -22,7 +22,7 @@ import torch
 
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
 from configurator import FlagError, configure_globals, flag, not_utf8
-from model import GPT, broken_link, fold_hint, folded_note, load_checkpoint, pick_device, replaced_run, taper_note
+from model import GPT, broken_link, folded_note, load_checkpoint, missing_hint, pick_device, replaced_run, taper_note
 from tokens import load_tokenizer, tokenizer_size
 
 # -----------------------------------------------------------------------------
@@ -92,8 +92,8 @@ if init_from == 'resume':
     replaced_run(os.path.dirname(path), 'sample')
     broken_link(path, 'sample')
     if not os.path.isfile(path) and not os.path.isdir(path):
-        hint = (fold_hint(out_dir) if 'folded' in ckpt else
-                "pass --out_dir=<a run's folder> (train one with `python train.py`) or --init_from=<an HF model>")
+        hint = missing_hint(out_dir, ckpt,
+                            "pass --out_dir=<a run's folder> (train one with `python train.py`) or --init_from=<an HF model>")
         fail(f"cannot sample: no checkpoint at {path}: {hint}")
     try:
         checkpoint = load_checkpoint(path, device)
