@@ -53,7 +53,12 @@ def load_run(run_dir):
     except FileNotFoundError:
         config = checkpoint_config(os.path.join(run_dir, "ckpt.pt"))
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise SystemExit(f"{config_path} is not valid JSON; pass the out_dir of a train.py run.") from None
+        if not os.path.isfile(os.path.join(run_dir, "ckpt.pt")):
+            raise SystemExit(f"{config_path} is not valid JSON (cut short, or edited by hand?), and {run_dir} has "
+                             f"no checkpoint holding the config: put the run's own config.json back") from None
+        print(f"note: {config_path} is not valid JSON (cut short, or edited by hand?), so the config its "
+              f"checkpoint holds is used")
+        config = checkpoint_config(os.path.join(run_dir, "ckpt.pt"))
     if not isinstance(config, dict) or config.get("taper") not in TAPER_LABELS \
             or config.get("aux_loss") not in AUX_LABELS:
         raise SystemExit(f"{config_path} needs taper in {list(TAPER_LABELS)} "

@@ -145,6 +145,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('block_size beyond val.bin only', 'train.py', [*T, '--data_dir={root}/shortval', '--block_size=128'],
      'val.bin holds 100 tokens', None),
     ('meta.json not JSON', 'train.py', [*T, '--data_dir={root}/badmeta'], 'meta.json is not valid JSON', None),
+    ('plot: a config.json cut short, and no checkpoint', 'plot.py', ['{root}/cutcfg_nockpt', '--out_dir={root}/plcut'],
+     "put the run's own config.json back", None),
     # out_dir and checkpoints
     ('scratch run over a run', 'train.py', [*T, '--out_dir={root}/run'], '--init_from=resume, or pass --overwrite', None),
     ('eval-only scratch run over a run', 'train.py', [*T, '--out_dir={root}/run', '--eval_only'],
@@ -1120,6 +1122,10 @@ def make_workspace(root, data_dir):
     open(f'{root}/gzlog/log.jsonl', 'wb').write(gzip.compress(open(f'{root}/run/log.jsonl', 'rb').read()))
     shutil.copytree(f'{root}/run', f'{root}/nocfg')
     os.remove(f'{root}/nocfg/config.json')
+    for name in ('cutcfg', 'cutcfg_nockpt'):  # a config.json cut short: with its checkpoint beside it, and without
+        shutil.copytree(f'{root}/run', f'{root}/{name}')
+        open(f'{root}/{name}/config.json', 'w').write(open(f'{root}/run/config.json').read()[:40])
+    os.remove(f'{root}/cutcfg_nockpt/ckpt.pt')
     shutil.copytree(data_dir, f'{root}/grown')  # the run's data with twice the training tokens
     np.concatenate([train, train]).tofile(f'{root}/grown/train.bin')
     json.dump(json.load(open(f'{data_dir}/meta.json')) | {'train_tokens': 2 * len(train)},
@@ -1234,6 +1240,8 @@ ACCEPTED = [  # (case, script, arguments, environment)
      {'HOME': '{root}'}),
     ("plot: a run whose config.json was removed (its checkpoint holds the config)", 'plot.py',
      ['{root}/nocfg', '--out_dir={root}/plnocfg'], None),
+    ('plot: a run whose config.json is cut short (its checkpoint holds the config)', 'plot.py',
+     ['{root}/cutcfg', '--out_dir={root}/plcutcfg'], None),
     ("plot: a run whose config.json an editor saved with a byte-order mark", 'plot.py',
      ['{root}/bomrun', '--out_dir={root}/plbom'], None),
 ]

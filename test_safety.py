@@ -212,6 +212,30 @@ def test_a_folded_checkpoint_older_than_its_run_is_noted(tmp_path):
     assert 'beside it' not in folded_note(copied, str(other / 'ckpt_folded.pt'))  # the same model: a copied run
 
 
+def test_a_run_whose_folder_changed_after_its_checks_stops_before_writing(data_dir, tmp_path):
+    """A scratch run checks that out_dir holds no run, then spends its first evaluation and step before
+    writing: a job submitted twice, whose other copy wrote its run meanwhile and ended, would replace that
+    run. The folder is checked again at the first write: the run stops, and the other run's files stay."""
+    import subprocess
+    import sys
+    import time
+    from conftest import ROOT
+    out = tmp_path / 'run'
+    proc = subprocess.Popen([sys.executable, 'train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}',
+                             '--eval_iters=400'], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    banner = proc.stdout.readline()
+    while banner and 'parameters' not in banner:  # its checks are done; its iter-0 evaluation begins
+        banner = proc.stdout.readline()
+    out.mkdir(exist_ok=True)
+    other = {'ckpt.pt': b'the other run', 'log.jsonl': b'{"iter": 0}\n', 'config.json': b'{}'}
+    for name, data in other.items():
+        (out / name).write_bytes(data)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode != 0 and 'Traceback' not in err, err[-2000:]
+    assert f'another train.py wrote into {out} after this run' in err.strip().splitlines()[-1]
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == other
+
+
 def test_one_prepare_at_a_time_writes_a_data_folder(data_dir, tmp_path):
     """A prepare script beside another one writing the same folder stops with one sentence before
     it writes (two terminals, one folder), and a folder filled by another process between a prepare's

@@ -348,6 +348,14 @@ def hold_out_dir(probe=False):
         out_dir_lock = fd
 
 
+def folder_state():
+    """out_dir's files, by name, size and time of change ({} when there is no folder): what the checks
+    below saw, which must still hold at the run's first write."""
+    if not os.path.isdir(out_dir):
+        return {}
+    return {e.name: (e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(out_dir) if e.is_file()}
+
+
 out_dir_lock = None
 if rank == 0 and not memory_plan and not eval_only:
     hold_out_dir(probe=True)
@@ -447,6 +455,7 @@ def ours(path):
 
 if rank == 0 and not memory_plan:
     restore_replaced(out_dir)
+    checked_state = folder_state()  # with the run it put back, if any
 for name in ('ckpt.pt', 'config.json', 'log.jsonl', 'train_time.json'):  # the files a run writes
     if os.path.isdir(os.path.join(out_dir, name)) and not (memory_plan or eval_only):
         fail(f"{os.path.join(out_dir, name)} is a folder where the run writes its {name}: remove or rename it, "
@@ -903,6 +912,9 @@ def open_run():
 def write_run():
     os.makedirs(out_dir, exist_ok=True)
     hold_out_dir()  # held from the first write on
+    if folder_state() != checked_state:  # a run started beside this one, that wrote first and has ended
+        fail(f"another train.py wrote into {out_dir} after this run's checks (a job submitted twice?), so this "
+             f"run stops before writing: {out_dir} holds that run's files; choose another out_dir, or resume it")
     for name in ('log.jsonl', 'config.json'):
         original[name] = read_bytes(os.path.join(out_dir, name))
     if overwrite and init_from != 'resume':
