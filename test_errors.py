@@ -1108,6 +1108,12 @@ def make_workspace(root, data_dir):
     del ckpt['model']['transformer.h.0.mlp.w1.weight']
     torch.save(ckpt, f'{root}/missingweight/ckpt.pt')
     shutil.copytree(f'{root}/half', f'{root}/half_fm')
+    for name, layout in (('half_jq', lambda row: json.dumps(row, sort_keys=True, separators=(',', ':'))),
+                         ('half_round', lambda row: json.dumps({k: float(f'{v:.10g}') if isinstance(v, float) else v
+                                                                for k, v in row.items()}))):
+        shutil.copytree(f'{root}/half', f'{root}/{name}')  # its log rewritten by a tool: the same rows and values
+        rows = [json.loads(line) for line in open(f'{root}/half/log.jsonl')]
+        open(f'{root}/{name}/log.jsonl', 'w').write(''.join(layout(row) + '\n' for row in rows))
     shutil.copytree(f'{root}/run', f'{root}/bomrun')
     open(f'{root}/bomrun/config.json', 'w', encoding='utf-8-sig').write(open(f'{root}/run/config.json').read())
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=512, bos_token_id=2,
@@ -1232,6 +1238,10 @@ ACCEPTED = [  # (case, script, arguments, environment)
      'sample.py', ['--out_dir={root}/padded', '--device=cpu', '--temperature=5', '--top_k=1024', '--num_samples=4',
                    '--max_new_tokens=48'], None),
     ('a config file named in capitals (.PY)', 'train.py', ['{root}/upper.PY', *T, '--memory_plan'], None),
+    ('a resume of a run whose log a tool rewrote with sorted keys and no spaces', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/half_jq', '--stop_iter=24', '--device=cpu'], None),
+    ('a resume of a run whose log a tool rewrote with numbers to 10 digits', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/half_round', '--stop_iter=24', '--device=cpu'], None),
     ("a resume of a run without FakeLN that sets FakeLN's momentum (noted: no effect)", 'train.py',
      ['--init_from=resume', '--out_dir={root}/half_fm', '--fakeln_momentum=0.5', '--device=cpu'], None),
     ('a config file saved with a byte-order mark', 'train.py', ['{root}/bom.py', *T, '--memory_plan'], None),

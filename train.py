@@ -348,6 +348,24 @@ def hold_out_dir(probe=False):
         out_dir_lock = fd
 
 
+def logged(row, path):
+    """Whether the log at path holds row, value for value: a log a tool rewrote (keys sorted, spacing,
+    numbers printed to fewer digits) still holds its rows; one of another run does not."""
+    def same(a, b):
+        if isinstance(a, float) or isinstance(b, float):
+            return isinstance(b, (int, float)) and isinstance(a, (int, float)) and math.isclose(a, b, rel_tol=1e-6)
+        return a == b
+    with open(path, encoding='utf-8-sig', errors='replace') as f:
+        for line in f:
+            try:
+                held = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(held, dict) and held.keys() == row.keys() and all(same(row[k], held[k]) for k in row):
+                return True
+    return False
+
+
 def folder_state():
     """out_dir's files, by name, size and time of change ({} when there is no folder): what the checks
     below saw, which must still hold at the run's first write."""
@@ -703,7 +721,7 @@ elif init_from == 'resume':
     if not same_tokenizer(checkpoint.get('tokenizer'), tokenizer):
         fail(f"cannot resume: {other_tokens(data_dir, checkpoint, f'the run in {out_dir}')}")
     mark = checkpoint.get('eval_row')  # the evaluation it was saved after; None in older checkpoints
-    if master and mark is not None and os.path.isfile(log_path) and mark not in open(log_path).read().splitlines():
+    if master and mark is not None and os.path.isfile(log_path) and not logged(json.loads(mark), log_path):
         fail(f"cannot resume: {log_path} is not the whole log of {ckpt_path}: the checkpoint's evaluation at iter "
              f"{json.loads(mark)['iter']} is not among its rows (a log or checkpoint of another run, or a log that "
              f"lost its last rows): put the run's own whole log.jsonl back, or move it aside to resume with a new "
