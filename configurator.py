@@ -121,6 +121,8 @@ def convert(key, value, spec):
         if isinstance(value, str) and not spec.path and key != 'start' and re.search(r'[\x00-\x1f\x7f]', value):
             raise FlagError(f"{key}={value!r} holds a line break, tab or other control character (a pasted "
                             f"value?): give it as one line of plain text")
+        if isinstance(value, str) and (spec.path or key.endswith(('_dir', '_file', '_root')) or key in PATH_KEYS):
+            pasted_path(key, value)
         if isinstance(value, str):
             return checked_range(key, value, spec)
     else:
@@ -143,6 +145,24 @@ def convert(key, value, spec):
             if isinstance(number, int) or (math.isfinite(number) and number.is_integer()):
                 return checked_range(key, int(number), spec)  # --max_iters=1e6 means 1000000
     raise FlagError(f"{key}={shown} is not valid: {key} takes {spec.rule()}")
+
+
+PATH_KEYS = ('init_from', 'ckpt', 'out', 'tokenizer', 'export_hf', 'plot', 'assets')  # beside *_dir and *_file
+QUOTES = '\u201c\u201d\u201e\u2018\u2019\u201a\u00ab\u00bb'  # typographic quotes, as documents print them
+
+
+def pasted_path(key, value):
+    """A path pasted with what a document or a browser put around it: typographic quotes, or a URL."""
+    if value[:1] in QUOTES or value[-1:] in QUOTES:
+        raise FlagError(f"{key}={value} is wrapped in typographic quotes (pasted from a document?): type it "
+                        f"without them, --{key}={value.strip(QUOTES + ' ')}")
+    if value.startswith('file://'):
+        raise FlagError(f"{key}={value} is a file:// address: give the path itself, --{key}={value[len('file://'):]}")
+    if re.match(r'[A-Za-z][A-Za-z0-9+.-]*://', value):
+        name = value.partition('huggingface.co/')[2].strip('/')
+        hub = f", or the hub model's name, --{key}={name}" if name and key in ('init_from', 'tokenizer') else ""
+        raise FlagError(f"{key}={value} is a web address, and {key} takes a path on this machine{hub}"
+                        + ("" if hub else ": download it first, then name where it lies"))
 
 
 def convert_list(key, value, spec):
