@@ -75,7 +75,7 @@ if start.startswith('FILE:'):
     except FlagError as e:
         fail(str(e))
     try:
-        with open(prompt_file, encoding='utf-8') as f:
+        with open(prompt_file, encoding='utf-8-sig') as f:
             start = f.read()
     except (OSError, UnicodeDecodeError) as e:
         fail(f"cannot read the prompt file {prompt_file} as UTF-8 text ({type(e).__name__}): pass a text file")

@@ -333,6 +333,17 @@ def test_sample_script_decodes_with_the_runs_tokenizer(runs):
     assert 'exceed the model\'s context of 64: each new token is predicted from the last 64' in sampled.stdout
 
 
+def test_a_prompt_files_byte_order_mark_is_not_part_of_the_prompt(runs, tmp_path):
+    """A prompt file an editor saved with a UTF-8 byte-order mark prompts the model as the same text
+    without it: greedy samples from both files are the same, and the mark is not printed."""
+    for name, data in (('plain.txt', b'Once upon a time'), ('bom.txt', b'\xef\xbb\xbfOnce upon a time')):
+        (tmp_path / name).write_bytes(data)
+    common = [f'--out_dir={runs / "baseline"}', '--device=cpu', '--num_samples=1', '--max_new_tokens=8',
+              '--temperature=0']
+    plain, bom = (run('sample.py', *common, f'--start=FILE:{tmp_path / name}').stdout for name in ('plain.txt', 'bom.txt'))
+    assert bom == plain and '\ufeff' not in bom and 'Once upon a time' in bom
+
+
 def test_bench_script_runs_and_its_json_parses():
     proc = run('bench.py', '--device=cpu', '--n_layer=2', '--n_embd=64', '--n_head=4', '--vocab_size=100',
                '--batch_size=2', '--prompt_len=16', '--max_new_tokens=8', '--repeats=1')
