@@ -784,10 +784,30 @@ def lacking(error):
             return (f"{prog} needs the {PACKAGES[top]} package, which this Python ({sys.executable}) cannot import: "
                     f"`pip install -r requirements.txt` (or `pip install {PACKAGES[top]}`)")
     for cause in causes(error):
+        if isinstance(cause, OSError) and cause.errno == errno.EFBIG and size_limit():
+            where = f" while writing {cause.filename}" if getattr(cause, 'filename', None) else ""
+            return (f"{prog} stopped{where}: the file-size limit of this shell (ulimit -f) is "
+                    f"{size_limit() / 1024:.0f} KB: raise it (ulimit -f unlimited), then run again")
         if isinstance(cause, OSError) and cause.errno in FULL or 'No space left on device' in str(cause):
             where = f" while writing {cause.filename}" if getattr(cause, 'filename', None) else ""
             return (f"{prog} stopped: the disk is full{where}: free some space (df -h shows it), or write to a "
                     f"folder on another disk")
+    return None
+
+
+def size_limit():
+    """The largest file this process may write, in bytes (ulimit -f), or None when there is no limit."""
+    import resource
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if limit == resource.RLIM_INFINITY else limit
+
+
+def write_remedy(reason):
+    """What to do about a failed write whose reason (write_failure's) the machine sets, else None."""
+    if reason.startswith('the disk is full'):
+        return "free space, or write to another disk"
+    if reason.startswith('the file-size limit'):
+        return "raise the limit (ulimit -f unlimited) in the shell that runs it"
     return None
 
 
@@ -805,6 +825,8 @@ def write_failure(error, path):
     if getattr(error, 'errno', None) in FULL or (not isinstance(error, OSError) and free is not None
                                                  and free < 256 << 20):
         return "the disk is full" + (f" ({free / 1e6:.1f} MB free)" if free is not None else "")
+    if getattr(error, 'errno', None) == errno.EFBIG or (not isinstance(error, OSError) and size_limit()):
+        return f"the file-size limit of this shell (ulimit -f) is {size_limit() / 1024:.0f} KB"
     return error.strerror if isinstance(error, OSError) and error.strerror else text.strip().splitlines()[0]
 
 

@@ -24,7 +24,7 @@ import configurator  # first: a missing package or a full disk is then one sente
 import numpy as np
 import torch
 
-from configurator import FlagError, cannot_write, flag, parse_flags, write_failure
+from configurator import FlagError, cannot_write, flag, parse_flags, write_failure, write_remedy
 from diagnose import train_counts
 from model import GPT, FakeLN, LayerNorm, broken_link, load_checkpoint
 from tokens import open_tokens, read_meta
@@ -418,9 +418,8 @@ def main(argv=None):
             raise
         target = str(getattr(e, 'filename2', None) or getattr(e, 'filename', None) or out).removesuffix('.tmp')
         fail(f"cannot write {target} ({reason}): nothing was changed; "
-             + ("free space, or write to another disk" if reason.startswith('the disk is full') else
-                "make it writable (a read-only or immutable file? see ls -l, lsattr), or name another file with "
-                "--out (or folder with --export_hf)"))
+             + (write_remedy(reason) or "make it writable (a read-only or immutable file? see ls -l, lsattr), or "
+                                        "name another file with --out (or folder with --export_hf)"))
     finally:
         for leftover in (out + '.tmp', staging):
             if leftover and os.path.isfile(leftover):

@@ -212,6 +212,31 @@ def test_a_folded_checkpoint_older_than_its_run_is_noted(tmp_path):
     assert 'beside it' not in folded_note(copied, str(other / 'ckpt_folded.pt'))  # the same model: a copied run
 
 
+def test_a_file_size_limit_is_named_and_loses_nothing(data_dir, tmp_path):
+    """Under a shell's file-size limit (ulimit -f) smaller than a checkpoint, the write fails: train.py
+    and fold.py name the limit and how to raise it (not a read-only file), and keep every file as it was."""
+    import resource
+    import subprocess
+    import sys
+    from conftest import ROOT
+    half, full = tmp_path / 'half', tmp_path / 'full'
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={half}', '--taper=internal', '--stop_iter=20')
+    shutil.copytree(half, full)
+    run('train.py', '--init_from=resume', f'--out_dir={full}', '--device=cpu')  # to g = 0: it folds
+    before = {f: f.read_bytes() for folder in (half, full) for f in folder.iterdir()}
+    limit = 300 * 1024  # below both checkpoints' sizes, above every other file's
+
+    def limited(*args):
+        return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    for proc in (limited('train.py', '--init_from=resume', f'--out_dir={half}', '--device=cpu', '--stop_iter=24'),
+                 limited('fold.py', f'--out_dir={full}')):
+        last = proc.stderr.strip().splitlines()[-1]
+        assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+        assert 'the file-size limit of this shell (ulimit -f) is 300 KB' in last and 'ulimit -f unlimited' in last
+    assert {f: f.read_bytes() for folder in (half, full) for f in folder.iterdir()} == before
+
+
 def test_a_run_whose_folder_changed_after_its_checks_stops_before_writing(data_dir, tmp_path):
     """A scratch run checks that out_dir holds no run, then spends its first evaluation and step before
     writing: a job submitted twice, whose other copy wrote its run meanwhile and ended, would replace that

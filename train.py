@@ -48,7 +48,7 @@ from tokens import (data_tokenizer, open_tokens, other_tokens, prepare_command, 
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
 # config file and --key=value; each flag says what it takes (configurator.py), and --help lists them.
 from configurator import (Flag, FlagError, configure_globals, flag, folder_kind, init_from_mistake,  # noqa: E402
-                          write_failure)
+                          write_failure, write_remedy)
 # I/O
 out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out',
                read_only_when=lambda values: values['eval_only'] or values['memory_plan'])  # they write nothing
@@ -912,9 +912,9 @@ def cannot_write(path, error):
     kept = f"; {out_dir} is as of its last checkpoint (iter {last_saved})" if last_saved is not None else \
         f"; {out_dir} is as it was"
     reason = write_failure(error, path)
-    todo = ("free space" if reason.startswith('the disk is full') else "remove or rename that folder"
-            if os.path.isdir(path) else f"make {os.path.basename(path)} writable" if os.path.exists(path)
-            and not os.access(path, os.W_OK) else "make the folder writable")
+    todo = write_remedy(reason) or ("remove or rename that folder" if os.path.isdir(path) else
+                                    f"make {os.path.basename(path)} writable" if os.path.exists(path)
+                                    and not os.access(path, os.W_OK) else "make the folder writable")
     fail(f"cannot write {path} ({reason}){kept}: {todo} (or choose another --out_dir), then run again")
 
 
