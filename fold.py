@@ -13,6 +13,7 @@ embedding. The arithmetic runs in float64.
 """
 
 import copy
+import fcntl
 import os
 import shutil
 import sys
@@ -166,6 +167,17 @@ def fail(message):
     """Stop with one sentence that says what to do; called before anything is written."""
     print(message, file=sys.stderr, flush=True)
     sys.exit(1)
+
+
+def hold(path):
+    """One fold.py at a time folds the checkpoint at path: an exclusive lock on that file, nothing written
+    for it, held until the process ends (two folds of one run would write the same files at once)."""
+    global held
+    held = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fail(f"another fold.py is folding {path} right now: wait for it to end; its output is then there")
 
 
 def folded_from(path):
@@ -346,6 +358,7 @@ def main(argv=None):
     if not os.path.isfile(path):
         fail(f"cannot fold {path}: there is no checkpoint there; pass --out_dir=<a tapered run's folder> "
              f"(and --ckpt=<its checkpoint file>)")
+    hold(path)
     try:
         ckpt = load_checkpoint(path)
         model = GPT.from_checkpoint(ckpt)

@@ -293,6 +293,25 @@ def test_one_prepare_at_a_time_writes_a_data_folder(data_dir, tmp_path):
         lock.hold()
 
 
+def test_one_fold_at_a_time_folds_a_checkpoint(data_dir, tmp_path):
+    """A fold.py beside another one folding the same checkpoint stops with one sentence before it writes
+    (both would write the same staging file; the loser blamed permissions)."""
+    import fcntl
+    out = tmp_path / 'run'
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--taper=internal')
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    fd = os.open(out / 'ckpt.pt', os.O_RDONLY)  # the other fold, under way
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        proc = run('fold.py', f'--out_dir={out}', check=False)
+    finally:
+        os.close(fd)
+    assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+    assert f"another fold.py is folding {out / 'ckpt.pt'} right now" in proc.stderr.strip().splitlines()[-1]
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+    run('fold.py', f'--out_dir={out}')  # once the other has ended
+
+
 def test_a_second_train_py_in_a_running_runs_folder_stops(data_dir, tmp_path):
     """One train.py at a time in out_dir: a job submitted twice (a resume, or an --overwrite) beside a
     run in progress stops with one sentence, and the running one goes on to its own end."""
