@@ -26,6 +26,9 @@ GRAD_PANELS = {"grad_q": "q", "grad_k": "k", "grad_v": "v", "grad_o": "o",
                "grad_mlp_in": "mlp in", "grad_mlp_out": "mlp out", "grad_norms": "norms"}
 
 
+RUN_KEYS = ('taper', 'aux_loss', 'fakeln', 'norm', 'arch', 'n_layer', 'n_embd', 'seed', 'data_dir')  # a resume keeps
+
+
 def load_run(run_dir):
     """Label, taper and log rows of one run: train rows carry 'lr', eval rows carry 'val_loss'."""
     if os.path.isfile(run_dir):
@@ -59,6 +62,14 @@ def load_run(run_dir):
         print(f"note: {config_path} is not valid JSON (cut short, or edited by hand?), so the config its "
               f"checkpoint holds is used")
         config = checkpoint_config(os.path.join(run_dir, "ckpt.pt"))
+    ckpt_path = os.path.join(run_dir, "ckpt.pt")
+    if isinstance(config, dict) and os.path.isfile(ckpt_path):  # a config.json copied in from another run
+        held = checkpoint_config(ckpt_path)
+        other = [k for k in RUN_KEYS if k in held and k in config and held[k] != config[k]]
+        if other:
+            raise SystemExit(f"{config_path} gives {other[0]}={config[other[0]]!r}, but the run's checkpoint beside it "
+                             f"was trained with {other[0]}={held[other[0]]!r}: config.json is another run's; put "
+                             f"the run's own back, or remove it to plot from the checkpoint's config")
     if not isinstance(config, dict) or config.get("taper") not in TAPER_LABELS \
             or config.get("aux_loss") not in AUX_LABELS:
         raise SystemExit(f"{config_path} needs taper in {list(TAPER_LABELS)} "

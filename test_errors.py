@@ -539,6 +539,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'was prepared again since, with another tokenizer', None),
     ('plot: a log compressed under its own name', 'plot.py', ['{root}/gzlog', '--out_dir={root}/plgz'],
      'log.jsonl is gzip-compressed: unpack it in place first', None),
+    ('plot: a config.json of another run beside the checkpoint', 'plot.py', ['{root}/swapcfg', '--out_dir={root}/plswap'],
+     "config.json is another run's", None),
     ('plot: a log of another run beside a Baseline config', 'plot.py', ['{root}/mixedlog', '--out_dir={root}/plmix'],
      'the log holds rows of another run', None),
     ('fine-tune a norm-free export with a taper', 'train.py', [*T, '--init_from={root}/otherexport'],
@@ -1131,6 +1133,8 @@ def make_workspace(root, data_dir):
         f'{root}/hf')
     shutil.copytree(f'{root}/run', f'{root}/swapped')  # a run folder given another run's checkpoint
     shutil.copy(f'{root}/trun/ckpt.pt', f'{root}/swapped/ckpt.pt')
+    shutil.copytree(f'{root}/trun', f'{root}/swapcfg')  # a tapered run's folder given a Baseline's config.json
+    shutil.copy(f'{root}/run/config.json', f'{root}/swapcfg/config.json')
     shutil.copytree(f'{root}/run', f'{root}/mixedlog')  # a Baseline's folder given a tapered run's log
     shutil.copy(f'{root}/trun/log.jsonl', f'{root}/mixedlog/log.jsonl')
     open(f'{root}/bom.py', 'w', encoding='utf-8-sig').write('learning_rate = 1e-3\n')
