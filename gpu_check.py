@@ -112,8 +112,12 @@ def sh(*args, env=None, torchrun=0):
     if torchrun:
         launcher += ['-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={torchrun}']
     cmd = launcher + [str(a) for a in args]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, 'HF_HUB_OFFLINE': '1', **(env or {})})
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, 'HF_HUB_OFFLINE': '1', **(env or {})})
+    except subprocess.TimeoutExpired:
+        raise StepFailed(f"`{args[0]}` ran past --timeout={timeout} s and was stopped: raise --timeout, "
+                         f"e.g. --timeout={max(600, 4 * timeout)}") from None
     if proc.returncode != 0:
         lines = [line for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
         raise StepFailed(f"`{' '.join(map(str, args))}` exited with {proc.returncode}: "
