@@ -292,8 +292,9 @@ def main(argv=None):
                           "eot_token": tokenizer.eos_token_id}
     dtype = dtype_for(vocab_size)
     bin_files = {name: os.path.join(out_dir, f"{name}.bin") for name in ("train", "val", *PILE_NAMES)}
+    stale = stale_token_files(out_dir, bin_files, dtype.itemsize)  # written again, as a missing one is
     hub_piles = [name for name in PILE_NAMES if not skip_pile and getattr(args, f"{name}_file") is None
-                 and not os.path.exists(bin_files[name])]
+                 and (not os.path.exists(bin_files[name]) or name in stale)]
     if hub_piles:  # before any stage writes: the download comes last, after minutes of tokenizing
         import huggingface_hub.constants as hub
         from hf import offline_without_network
@@ -306,7 +307,6 @@ def main(argv=None):
     lock = FolderLock(out_dir, "prepare_owt.py")  # one prepare at a time in out_dir
     check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, args.input_file, args.val_fraction)
     # The documents are loaded and split before the first file is written, so a failure leaves no trace.
-    stale = stale_token_files(out_dir, bin_files, dtype.itemsize)
     if os.path.exists(bin_files["train"]) and os.path.exists(bin_files["val"]) and not stale & {"train", "val"}:
         print(f"load: skipped, {out_dir} already holds both token files")
     else:

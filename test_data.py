@@ -181,7 +181,7 @@ def test_stories_separated_by_end_of_text_lines_read_as_blank_line_paragraphs(tm
     assert json.load(open(tmp_path / 'data_eot' / 'meta.json'))['train_tokens'] > 1500 * 10
 
 
-@pytest.mark.parametrize('damage', ['cut', 'gone', 'meta'])
+@pytest.mark.parametrize('damage', ['cut', 'gone', 'meta', 'cut_uncounted'])
 def test_the_prepare_command_a_broken_data_folder_names_mends_it(data_dir, tmp_path, damage):
     """A data folder whose train.bin was cut short, whose val.bin was removed or whose meta.json was
     edited to another vocab_size is named, with the prepare command that writes it again: that command,
@@ -191,9 +191,12 @@ def test_the_prepare_command_a_broken_data_folder_names_mends_it(data_dir, tmp_p
     import shutil
     broken = tmp_path / 'data'
     shutil.copytree(data_dir, broken)
-    if damage == 'cut':
+    if damage.startswith('cut'):
         with open(broken / 'train.bin', 'r+b') as f:
             f.truncate(os.path.getsize(broken / 'train.bin') - 1)
+    if damage == 'cut_uncounted':  # a folder from before meta.json counted its tokens: the size alone says
+        meta = json.loads((broken / 'meta.json').read_text())
+        (broken / 'meta.json').write_text(json.dumps({k: v for k, v in meta.items() if not k.endswith('_tokens')}))
     elif damage == 'gone':
         os.remove(broken / 'val.bin')
     else:
@@ -207,3 +210,26 @@ def test_the_prepare_command_a_broken_data_folder_names_mends_it(data_dir, tmp_p
     run(*command)
     for name in ('train.bin', 'val.bin', 'meta.json'):
         assert (broken / name).read_bytes() == (data_dir / name).read_bytes(), name
+
+
+def test_the_prepare_command_evaluate_names_for_a_broken_pile_set_mends_it(tmp_path):
+    """An OpenWebText folder whose Pile set was cut mid-token is named by evaluate.py with the command
+    that writes it again from the local files prepare_owt.py read (meta.json records them): run as given,
+    it rewrites the set byte for byte."""
+    import shlex
+    from transformers import GPT2Config, GPT2LMHeadModel
+    for name, rows in (('pile.jsonl', 40), ('pile_filtered.jsonl', 20)):
+        (tmp_path / name).write_text(''.join(json.dumps({'input_ids': list(range(i, i + 130))}) + '\n'
+                                             for i in range(rows)))
+    folder = tmp_path / 'owt'
+    run('prepare_owt.py', f"--input_file={SHARED / 'openwebtext' / 'sample.jsonl'}", f'--out_dir={folder}',
+        f"--pile_file={tmp_path / 'pile.jsonl'}", f"--pile_filtered_file={tmp_path / 'pile_filtered.jsonl'}")
+    whole = (folder / 'pile.bin').read_bytes()
+    (folder / 'pile.bin').write_bytes(whole[:-1])
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=128)).save_pretrained(tmp_path / 'hf')
+    proc = run('evaluate.py', f"--init_from={tmp_path / 'hf'}", f'--data_dir={folder}', '--device=cpu', check=False)
+    assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+    command = shlex.split(proc.stderr.split('`python ')[1].split('`')[0])
+    assert command[0] == 'prepare_owt.py' and f"--pile_file={tmp_path / 'pile.jsonl'}" in command
+    run(*command)
+    assert (folder / 'pile.bin').read_bytes() == whole

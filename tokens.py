@@ -53,6 +53,10 @@ def stale_token_files(out_dir, names, itemsize):
             print(f"{name}: {path} holds {os.path.getsize(path):,} bytes, not the {count:,} tokens meta.json "
                   f"records: writing it again")
             stale.add(name)
+        elif os.path.isfile(path) and (os.path.getsize(path) % itemsize or not os.path.getsize(path)):
+            print(f"{name}: {path} holds {os.path.getsize(path):,} bytes, not a whole number of "
+                  f"{itemsize}-byte tokens: writing it again")  # no count recorded: its size says enough
+            stale.add(name)
     return stale
 
 
@@ -98,6 +102,16 @@ def read_meta(data_dir):
     return meta
 
 
+def pieces(model_file):
+    """The vocabulary size of the SentencePiece model at model_file, or None when there is none to read:
+    the size a data folder was prepared at, whatever its meta.json or a run says."""
+    import sentencepiece as spm
+    try:
+        return spm.SentencePieceProcessor(model_file=model_file).vocab_size() if os.path.isfile(model_file) else None
+    except (OSError, RuntimeError):
+        return None
+
+
 def prepare_command(data_dir, vocab_size=None):
     """The prepare script and flags that write data_dir (again): the script its meta.json's tokenizer
     names (else the one the folder's name suggests), with the local files it records (text, and the
@@ -122,7 +136,7 @@ def prepare_command(data_dir, vocab_size=None):
             cmd += ' --skip_pile'  # it was prepared without the Pile sets
         default = os.path.normpath(data_dir) == 'data/openwebtext'
         return cmd + ('' if default else f' --out_dir={shlex.quote(data_dir)}')
-    vocab_size = meta.get('vocab_size') or vocab_size or 0  # the folder's own, when it records one
+    vocab_size = pieces(os.path.join(data_dir, 'tokenizer.model')) or meta.get('vocab_size') or vocab_size or 0
     default = os.path.normpath(data_dir) == f'data/tinystories{vocab_size}'
     return ('prepare_tinystories.py' + (f' --vocab_size={vocab_size}' if 260 <= vocab_size < 2**16 else '')
             + ('' if default else f' --out_dir={shlex.quote(data_dir)}')
