@@ -153,7 +153,7 @@ QUOTES = '\u201c\u201d\u201e\u2018\u2019\u201a\u00ab\u00bb'  # typographic quote
 
 def pasted_path(key, value):
     """A path pasted with what a document or a browser put around it: typographic quotes, or a URL."""
-    if value[:1] in QUOTES or value[-1:] in QUOTES:
+    if value and (value[0] in QUOTES or value[-1] in QUOTES):
         raise FlagError(f"{key}={value} is wrapped in typographic quotes (pasted from a document?): type it "
                         f"without them, --{key}={value.strip(QUOTES + ' ')}")
     if value.startswith('file://'):
@@ -424,11 +424,25 @@ SWITCHES = ('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE', 'HF_DATASETS_OFFLINE')
 THREAD_COUNTS = {'OMP_NUM_THREADS': r'\d+(,\d+)*', 'MKL_NUM_THREADS': r'\d+'}
 
 
+def releasing_locks(main):
+    """main, letting go of the FolderLocks it took when it returns or stops: a prepare script's main()
+    called in a process that goes on (a test) must not keep its data folder locked."""
+    def run(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        finally:
+            while FolderLock.held:
+                os.close(FolderLock.held.pop())
+    return run
+
+
 class FolderLock:
     """One process at a time writes the folder path (a data folder of a prepare script): an exclusive
     lock on the folder itself, nothing written for it, held until the process exits. Taken up front
     when the folder exists, else once it is made; a folder another process filled in between is
     refused, since this one's checks saw it empty."""
+
+    held = []  # every lock this process holds: a script called as a function (a test) lets go at its end
 
     def __init__(self, path, prog):
         self.path, self.prog, self.fd = path, prog, None
@@ -447,6 +461,7 @@ class FolderLock:
             raise SystemExit(f"another {self.prog} is writing into {self.path} right now: wait for it to end, "
                              f"then run this again") from None
         self.fd = fd
+        FolderLock.held.append(fd)
         if sorted(os.listdir(self.path)) != self.seen:
             raise SystemExit(f"another process wrote into {self.path} while {self.prog} read its input, so "
                              f"its checks no longer hold: run this again")
@@ -833,6 +848,10 @@ def write_failure(error, path):
 def excepthook(kind, error, tb):
     if isinstance(error, BrokenPipeError):  # `... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
+    if isinstance(error, KeyboardInterrupt):  # Ctrl-C: the user's own stop, not a failure to explain
+        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else 'this script'
+        print(f"{prog} stopped: interrupted (Ctrl-C)", file=sys.stderr)
         return
     sentence = lacking(error)
     if sentence is None:

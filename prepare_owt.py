@@ -36,7 +36,7 @@ import datasets
 from datasets import load_dataset
 from tqdm import tqdm
 
-from configurator import FolderLock, check_cache, checked_path, flag, parse_flags
+from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks
 from tokens import check_data_out_dir, dtype_for, gpt2_encoding, read_meta, stale_token_files
 
 OWT_NAME = "openwebtext"
@@ -255,6 +255,7 @@ def check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, input_file, v
                          f"it again")
 
 
+@releasing_locks
 def main(argv=None):
     args = parse_flags(FLAGS, argv)
     check_cache("HF_DATASETS_CACHE", datasets.config.HF_DATASETS_CACHE)  # load_dataset writes there, local files too

@@ -26,7 +26,7 @@ import datasets
 from datasets import load_dataset
 from tqdm import tqdm
 
-from configurator import FolderLock, check_cache, checked_path, flag, parse_flags
+from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks
 from tokens import check_data_out_dir, read_meta, stale_token_files
 
 HF_NAME = "roneneldan/TinyStories"
@@ -338,6 +338,7 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
                              f"--{flag_name}, or remove {out_dir} to prepare it again")
 
 
+@releasing_locks
 def main(argv=None):
     args = parse_flags(FLAGS, argv)
     check_cache("HF_DATASETS_CACHE", datasets.config.HF_DATASETS_CACHE)  # load_dataset writes there, local files too

@@ -181,6 +181,23 @@ def test_stories_separated_by_end_of_text_lines_read_as_blank_line_paragraphs(tm
     assert json.load(open(tmp_path / 'data_eot' / 'meta.json'))['train_tokens'] > 1500 * 10
 
 
+def test_a_val_split_that_copies_the_train_split_is_noted(data_dir, tmp_path):
+    """A val.bin that holds train.bin's tokens (a copy, its meta.json edited to match) makes val_loss a
+    training loss: the run says so, naming the command that writes a held-out split."""
+    import shutil
+    folder = tmp_path / 'data'
+    shutil.copytree(data_dir, folder)
+    shutil.copy(folder / 'train.bin', folder / 'val.bin')
+    meta = json.loads((folder / 'meta.json').read_text())
+    (folder / 'meta.json').write_text(json.dumps(meta | {'val_tokens': meta['train_tokens']}))
+    common = ['--device=cpu', '--vocab_size=512', '--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16',
+              '--eval_iters=1', '--eval_only', f'--out_dir={tmp_path / "run"}']
+    copied = run('train.py', *common, f'--data_dir={folder}').stdout
+    held_out = run('train.py', *common, f'--data_dir={data_dir}').stdout
+    assert 'val.bin holds the same tokens as train.bin, so val_loss scores the training tokens' in copied
+    assert '`python prepare_tinystories.py --vocab_size=512' in copied and 'val.bin holds the same' not in held_out
+
+
 @pytest.mark.parametrize('damage', ['cut', 'gone', 'meta', 'cut_uncounted'])
 def test_the_prepare_command_a_broken_data_folder_names_mends_it(data_dir, tmp_path, damage):
     """A data folder whose train.bin was cut short, whose val.bin was removed or whose meta.json was

@@ -209,7 +209,6 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('meta.json with a vocab_size in words', 'train.py', [*T, '--data_dir={root}/strmeta'], 'not a positive whole number', None),
     ('meta.json without a vocab_size, and vocab_size below its tokenizer', 'train.py',
      [*T, '--data_dir={root}/novocab', '--vocab_size=300'], 'has a vocabulary of 512 tokens', None),
-    ('val.bin a copy of train.bin', 'train.py', [*T, '--data_dir={root}/valcopy'], 'holds the same tokens as train.bin', None),
     ('HF name without network', 'train.py', [*T, *GPT2_HF, '--init_from=gpt2'], 'could not download gpt2', OFFLINE),
     ('HF folder that does not exist', 'train.py', [*T, *GPT2_HF, '--init_from={root}/no_model'], 'no folder at', None),
     ('HF Llama whose heads do not group', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama_kv3'],
@@ -724,7 +723,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('bench: a folded checkpoint', 'bench.py', ['--ckpt={root}/trun/ckpt_folded.pt', '--device=cpu'],
      "is a folded checkpoint (fold.py's)", None),
     ('meta.json with a vocabulary beyond uint16', 'train.py', [*T, '--data_dir={root}/meta70k', '--vocab_size=70000'],
-     'prepare it again with `python prepare_tinystories.py --out_dir=', None),
+     'prepare it again with `python prepare_tinystories.py --vocab_size=512 --out_dir=', None),
     # tenth sweep
     ('a folder of TinyStories text as the data folder', 'train.py', [*TINY, '--data_dir={shared}/tinystories',
                                                                       '--out_dir={root}/fresh'],
@@ -864,7 +863,7 @@ def make_workspace(root, data_dir):
     json.dump(dict(vocab_size=50257, tokenizer='tiktoken', tokenizer_name='gpt2', eot_token=50256, dtype='uint16',
                    source='elsewhere.jsonl', val_fraction=0.05), open(f'{root}/owt/meta.json', 'w'))
     for split in ('train', 'val'):  # GPT-2 ids
-        np.random.default_rng(1).integers(0, 50257, 2000, dtype=np.uint16).tofile(f'{root}/owt/{split}.bin')
+        np.random.default_rng(split == 'val').integers(0, 50257, 2000, dtype=np.uint16).tofile(f'{root}/owt/{split}.bin')
     open(f'{root}/pile_text.jsonl', 'w').write('{"input_ids": "464 3290"}\n')
     open(f'{root}/pile_big.jsonl', 'w').write('{"input_ids": [464, 70000]}\n')
     word_tokenizer(f'{root}/words', 10)
@@ -1157,9 +1156,6 @@ def make_workspace(root, data_dir):
     shutil.copytree(data_dir, f'{root}/novocab')  # a meta.json edited by hand: its vocab_size removed
     json.dump({k: v for k, v in json.load(open(f'{data_dir}/meta.json')).items() if k != 'vocab_size'},
               open(f'{root}/novocab/meta.json', 'w'))
-    shutil.copytree(data_dir, f'{root}/valcopy')  # val.bin a copy of train.bin, meta.json edited to match
-    shutil.copy(f'{data_dir}/train.bin', f'{root}/valcopy/val.bin')
-    json.dump(json.load(open(f'{data_dir}/meta.json')) | {'val_tokens': len(train)}, open(f'{root}/valcopy/meta.json', 'w'))
     shutil.copytree(f'{root}/hf', f'{root}/hf_fewer')  # config.json edited down to one layer; the weights hold two
     json.dump(json.load(open(f'{root}/hf/config.json')) | {'n_layer': 1}, open(f'{root}/hf_fewer/config.json', 'w'))
     os.makedirs(f'{root}/linkfold')  # ckpt_folded.pt a link to another run's checkpoint

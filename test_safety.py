@@ -293,6 +293,27 @@ def test_one_prepare_at_a_time_writes_a_data_folder(data_dir, tmp_path):
         lock.hold()
 
 
+def test_ctrl_c_in_a_script_is_one_line(data_dir, tmp_path):
+    """Ctrl-C (SIGINT) in a script that does not train, here sample.py mid-generation, stops it with one
+    line on stderr through the scripts' shared hook, not a KeyboardInterrupt traceback."""
+    import signal
+    import subprocess
+    import sys
+    from conftest import ROOT
+    out = tmp_path / 'run'
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=4', '--lr_decay_iters=4',
+        '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--eval_interval=4')
+    proc = subprocess.Popen([sys.executable, 'sample.py', f'--out_dir={out}', '--device=cpu', '--num_samples=10000',
+                             '--max_new_tokens=60'], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    while '---' not in proc.stdout.readline():  # its first sample is out: it is generating
+        pass
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines == ['sample.py stopped: interrupted (Ctrl-C)'], err[-2000:]
+
+
 def test_one_fold_at_a_time_folds_a_checkpoint(data_dir, tmp_path):
     """A fold.py beside another one folding the same checkpoint stops with one sentence before it writes
     (both would write the same staging file; the loser blamed permissions)."""

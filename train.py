@@ -531,10 +531,10 @@ for split, tokens in data.items():
         fail(f"{data_dir}/{split}.bin holds {len(tokens):,} tokens, too few for one window of "
              f"block_size={block_size} plus its target: lower block_size or prepare more data"
              + (" (a larger --val_fraction, or a --val_file, holds out more)" if split == 'val' else ""))
-if len(data['train']) == len(data['val']) and all(  # a copy: val_loss would score the tokens it trains on
+if rank == 0 and not memory_plan and len(data['train']) == len(data['val']) and all(  # a copy of train.bin
         np.array_equal(data['train'][i:i + 2**26], data['val'][i:i + 2**26]) for i in range(0, len(data['val']), 2**26)):
-    fail(f"{data_dir}/val.bin holds the same tokens as train.bin, so val_loss would score the training tokens: "
-         f"prepare the data again with `python {prepare_cmd}`")
+    print(f"note: {data_dir}/val.bin holds the same tokens as train.bin, so val_loss scores the training tokens, "
+          f"not held-out ones (`python {prepare_cmd}` writes a held-out split)")
 meta_path = os.path.join(data_dir, 'meta.json')
 meta = read_meta(data_dir)  # token_file has already refused one that is not JSON
 
