@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent
+if Path(sys.argv[0]).name.startswith('test_') and sys.argv[0].endswith('.py'):  # `python test_docs.py`
+    sys.exit(f"{Path(sys.argv[0]).name} holds tests for pytest, not a command: python -m pytest -q "
+             f"{Path(sys.argv[0]).name}")
 SHARED = ROOT.parent / 'shared' / 'data'
 os.environ.setdefault('TIKTOKEN_CACHE_DIR', str(SHARED / 'tiktoken'))  # GPT-2 BPE offline
 # One thread per process, here and in every script a test runs (set before torch is imported): the

@@ -148,3 +148,11 @@ def test_every_python_snippet_of_the_docs_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     for where, block in blocks:
         exec(compile(block.replace("'gpt2'", repr(str(tmp_path / 'gpt2'))), where, 'exec'), {})
+
+
+@pytest.mark.parametrize('name', sorted(p.name for p in ROOT.glob('test_*.py')))
+def test_a_test_file_run_as_a_script_says_how_to_run_it(name):
+    """`python test_x.py` collects nothing and would end silently: it says to run pytest instead."""
+    proc = subprocess.run([sys.executable, name], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and proc.stderr.strip() == f"{name} holds tests for pytest, not a command: " \
+        f"python -m pytest -q {name}", proc.stderr[-2000:]

@@ -7,12 +7,11 @@ the CUDA paths.
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent
+from conftest import ROOT  # run as a script, conftest says how to run the tests
 
 
 def gpu_check(*args):

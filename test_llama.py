@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+import conftest  # noqa: F401 (run as a script, it says how to run the tests)
 from fold import fold_model, max_logit_diff
 from hf import export_hf, from_pretrained
 
