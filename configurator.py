@@ -156,6 +156,13 @@ def pasted_path(key, value):
     if value and (value[0] in QUOTES or value[-1] in QUOTES):
         raise FlagError(f"{key}={value} is wrapped in typographic quotes (pasted from a document?): type it "
                         f"without them, --{key}={value.strip(QUOTES + ' ')}")
+    variable = re.search(r'\$\{?([A-Za-z_]\w*)', value)
+    if variable and not os.path.exists(value):
+        raise FlagError(f"{key}={value} holds ${variable.group(1)}, a shell variable the shell did not expand "
+                        f"(written in single quotes?): write it in double quotes, or give the path itself")
+    if re.match(r'[A-Za-z]:[\\/]', value) or ('\\' in value and not os.path.exists(value)):
+        raise FlagError(f"{key}={value} is a Windows path: give the path as this machine names it, with / "
+                        f"between folders (under WSL, C:\\ is /mnt/c/)")
     if value.startswith('file://'):
         raise FlagError(f"{key}={value} is a file:// address: give the path itself, --{key}={value[len('file://'):]}")
     if re.match(r'[A-Za-z][A-Za-z0-9+.-]*://', value):
@@ -344,6 +351,9 @@ def checked_path(key, path, write=True):
     if any(c in path for c in '\r\n\t') or path != path.rstrip():
         raise FlagError(f"{key}={path!r} ends in or holds a space, tab or line break (a config file saved with "
                         f"Windows line ends?): name the folder without it")
+    if os.path.abspath(path) == HERE:
+        raise FlagError(f"{key}={path} is the repository's own folder, where the outputs would lie among the "
+                        f"scripts: name a folder for them, e.g. --{key}=out")
     parent = nearest_existing(path)
     longest = max(os.path.abspath(path).split(os.sep), key=len)
     limit = os.pathconf(parent, 'PC_NAME_MAX') if os.path.isdir(parent) else 255
