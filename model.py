@@ -523,9 +523,14 @@ def fold_hint(out_dir):
 def missing_hint(out_dir, ckpt, otherwise):
     """What to do when out_dir holds no checkpoint file ckpt: the checkpoint beside it that was likely
     meant (ckpt_folded for ckpt_folded.pt), else, for a folded one, fold_hint, else otherwise."""
-    folder = os.path.dirname(os.path.join(out_dir, ckpt))
-    there = sorted(f for f in os.listdir(folder) if f.endswith('.pt')) if os.path.isdir(folder) else []
+    path = os.path.join(out_dir, ckpt)
+    if os.path.exists(path):  # there, but no file: a named pipe, a device, a socket
+        return f"{path} is not a regular file (a pipe or a device?): put the checkpoint file itself there"
+    if os.path.dirname(ckpt) and os.path.isfile(os.path.join(out_dir, os.path.basename(ckpt))):
+        return (f"--ckpt is read inside --out_dir, so name it alone: --ckpt={os.path.basename(ckpt)}")
+    folder = os.path.dirname(path)
     name = os.path.basename(ckpt)
+    there = sorted(f for f in os.listdir(folder) if f.endswith('.pt') and f != name) if os.path.isdir(folder) else []
     near = [f for f in there if f == name + '.pt'] or difflib.get_close_matches(name, there, n=1, cutoff=0.75)
     if near:
         meant = os.path.relpath(os.path.join(folder, near[0]), out_dir)

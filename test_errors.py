@@ -609,6 +609,16 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('sample: --ckpt without its .pt', 'sample.py', ['--out_dir={root}/trun', '--ckpt=ckpt_folded', '--device=cpu'],
      'pass --ckpt=ckpt_folded.pt', None),
     ('diagnose: --ckpt misspelt', 'diagnose.py', ['--out_dir={root}/run', '--ckpt=ckpt.tp'], 'pass --ckpt=ckpt.pt', None),
+    ('sample: --ckpt with the run folder written again in it', 'sample.py',
+     ['--out_dir={root}/trun', '--ckpt=trun/ckpt_folded.pt', '--device=cpu'],
+     '--ckpt is read inside --out_dir, so name it alone: --ckpt=ckpt_folded.pt', None),
+    ('evaluate: a checkpoint that is a named pipe', 'evaluate.py', ['--out_dir={root}/fiforun', '--data_dir={root}/owt',
+                                                                    '--device=cpu'],
+     'is not a regular file (a pipe or a device?)', None),
+    ('a training run folder as the data folder', 'train.py', [*TINY, '--data_dir={root}/run', '--out_dir={root}/fresh'],
+     "is a training run's folder, not a data folder", None),
+    ('diagnose: a training run folder as the data folder', 'diagnose.py', ['--out_dir={root}/run', '--data_dir={root}/trun'],
+     "is a training run's folder, not a data folder: pass the folder a prepare script wrote", None),
     ('sample: a checkpoint with a damaged model config', 'sample.py', ['--out_dir={root}/bogusargs', '--device=cpu'],
      'damaged model config', None),
     ('sample: a checkpoint whose rope_scaling is not Llama-3\'s', 'sample.py', ['--out_dir={root}/yarnargs', '--device=cpu'],
@@ -1166,6 +1176,9 @@ def make_workspace(root, data_dir):
               open(f'{root}/novocab/meta.json', 'w'))
     shutil.copytree(f'{root}/hf', f'{root}/hf_fewer')  # config.json edited down to one layer; the weights hold two
     json.dump(json.load(open(f'{root}/hf/config.json')) | {'n_layer': 1}, open(f'{root}/hf_fewer/config.json', 'w'))
+    os.makedirs(f'{root}/fiforun')  # ckpt.pt a named pipe
+    shutil.copy(f'{root}/run/config.json', f'{root}/fiforun/config.json')
+    os.mkfifo(f'{root}/fiforun/ckpt.pt')
     os.makedirs(f'{root}/linkfold')  # ckpt_folded.pt a link to another run's checkpoint
     shutil.copy(f'{root}/trun/ckpt.pt', f'{root}/linkfold/ckpt.pt')
     os.symlink(f'{root}/run/ckpt.pt', f'{root}/linkfold/ckpt_folded.pt')

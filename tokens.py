@@ -156,6 +156,15 @@ def raw_text(data_dir):
     """One sentence when data_dir holds text a prepare script reads (--input_file) and no token file
     at all: a folder of downloads given where a prepared folder belongs. None otherwise."""
     names = os.listdir(data_dir) if os.path.isdir(data_dir) else []
+    if 'ckpt.pt' in names or {'config.json', 'log.jsonl'} <= set(names):  # a run's folder: its log is no text
+        try:
+            with open(os.path.join(data_dir, 'config.json'), encoding='utf-8-sig') as f:
+                trained = json.load(f).get('data_dir')
+        except (OSError, ValueError, AttributeError):
+            trained = None
+        return (f"{data_dir} is a training run's folder, not a data folder: pass the folder a prepare script "
+                f"wrote as --data_dir" + (f", e.g. the one this run trained on, --data_dir={trained}"
+                                          if isinstance(trained, str) else ""))
     text = sorted(n for n in names if n.endswith(TEXT_ENDINGS))
     if not text or any(n.endswith('.bin') for n in names):
         return None
