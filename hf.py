@@ -286,6 +286,23 @@ def pretrained_config(name_or_dir, block_size=None, **overrides):
         raise ValueError(f"from_pretrained takes its shape from the checkpoint; "
                          f"drop {sorted(SHAPE_KEYS & overrides.keys())}")
     hc = load_hf(AutoConfig, name_or_dir)
+    quantized = getattr(hc, 'quantization_config', None)
+    if quantized:
+        method = quantized.get('quant_method', 'quantized') if isinstance(quantized, dict) else 'quantized'
+        raise ValueError(f"{name_or_dir} holds a {method}-quantized model, and this repository computes with "
+                         f"full-precision weights (float32, float16 or bfloat16) only: pass the model it was "
+                         f"quantized from")
+    index = os.path.join(str(name_or_dir), 'model.safetensors.index.json')
+    if os.path.isfile(index):
+        try:
+            with open(index, encoding='utf-8') as f:
+                shards = sorted(set(json.load(f)['weight_map'].values()))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ValueError(f"{index} is not the index save_pretrained writes: download the model again") from None
+        lacking = [s for s in shards if not os.path.isfile(os.path.join(str(name_or_dir), s))]
+        if lacking:
+            raise ValueError(f"{name_or_dir} lacks {lacking[0]}, one of the {len(shards)} weight files its "
+                             f"model.safetensors.index.json names (a download cut short?): download the model again")
     if hc.model_type not in ('gpt2', 'llama'):
         raise ValueError(f"{name_or_dir} is a {hc.model_type!r} model: only GPT-2 and Llama-family "
                          f"(LlamaForCausalLM) checkpoints load")

@@ -223,6 +223,13 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "llama_kv3's config.json gives a model this repository refuses (n_head=4 is not a multiple of n_kv_head=3", None),
     ('HF Llama folder holding a GPT-2\'s weights', 'train.py', [*T, *LLAMA_HF, '--n_kv_head=2',
      '--init_from={root}/llama_mixed'], "llama_mixed's weights do not fit its config.json", None),
+    ('sample: a quantized HF model', 'sample.py', ['--init_from={root}/llama_gptq', '--device=cpu'],
+     'holds a gptq-quantized model', None),
+    ('memory: a quantized HF model', 'memory.py', ['--init_from={root}/llama_gptq'], 'holds a gptq-quantized model', None),
+    ('memory: an HF folder missing one of its weight shards', 'memory.py', ['--init_from={root}/llama_shards'],
+     'weight files its model.safetensors.index.json names (a download cut short?)', None),
+    ('fine-tune an HF folder missing one of its weight shards', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama_shards'],
+     'weight files its model.safetensors.index.json names (a download cut short?)', None),
     ('HF Llama with a GELU MLP', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama_gelu'],
      "sets hidden_act='gelu', which this model cannot compute", None),
     ('HF Llama unlike the config', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama'],
@@ -1068,6 +1075,12 @@ def make_workspace(root, data_dir):
                          ('llama_heads3', {'num_attention_heads': 3})):  # config.json edited by hand
         shutil.copytree(f'{root}/llama', f'{root}/{name}')
         json.dump(json.load(open(f'{root}/llama/config.json')) | change, open(f'{root}/{name}/config.json', 'w'))
+    shutil.copytree(f'{root}/llama', f'{root}/llama_gptq')  # a quantized model's config
+    json.dump(json.load(open(f'{root}/llama/config.json')) | {'quantization_config': {'quant_method': 'gptq', 'bits': 4}},
+              open(f'{root}/llama_gptq/config.json', 'w'))
+    LlamaForCausalLM.from_pretrained(f'{root}/llama').save_pretrained(f'{root}/llama_shards', max_shard_size='100KB')
+    shards = sorted(f for f in os.listdir(f'{root}/llama_shards') if f.startswith('model-'))
+    os.remove(f'{root}/llama_shards/{shards[1]}')  # a download cut short
     shutil.copytree(f'{root}/llama', f'{root}/llama_tok1000')  # another model's tokenizer beside the weights
     word_tokenizer(f'{root}/llama_tok1000', 997)
     shutil.copytree(f'{root}/llama', f'{root}/llama_tokcfg')
