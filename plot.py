@@ -32,8 +32,12 @@ RUN_KEYS = ('taper', 'aux_loss', 'fakeln', 'norm', 'arch', 'n_layer', 'n_embd', 
 def load_run(run_dir):
     """Label, taper and log rows of one run: train rows carry 'lr', eval rows carry 'val_loss'."""
     if os.path.isfile(run_dir):
-        raise SystemExit(f"{run_dir} is a file, not a run's folder: pass the folder that holds it "
-                         f"({os.path.dirname(os.path.abspath(run_dir))}), the out_dir of a train.py run.")
+        parent = os.path.dirname(os.path.abspath(run_dir))
+        if os.path.isfile(os.path.join(parent, "log.jsonl")):  # one of a run's own files
+            raise SystemExit(f"{run_dir} is a file, not a run's folder: pass the folder that holds it "
+                             f"({parent}), the out_dir of a train.py run.")
+        raise SystemExit(f"{run_dir} is a file, not a run's folder: pass the out_dir of a train.py run (a folder "
+                         f"holding its log.jsonl), or leave the file out.")
     if not os.path.isdir(run_dir):
         raise SystemExit(f"run directory {run_dir} not found; pass the out_dir of a train.py run.")
     kind = folder_kind(run_dir)

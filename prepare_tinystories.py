@@ -372,6 +372,9 @@ def main(argv=None):
         if args.max_stories:
             splits["train"] = splits["train"].select(range(min(args.max_stories, len(splits["train"]))))
         print(f"load: {len(splits['train']):,} train and {len(splits['val']):,} val documents")
+        if args.val_file and len(splits['val']) > len(splits['train']):
+            print(f"note: --val_file holds more documents than --input_file; if the two are the wrong way "
+                  f"round, run again with them swapped")
     created = not os.path.isdir(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     lock.hold()

@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -74,6 +75,24 @@ def script(name):
     return os.path.relpath(os.path.join(HERE, name))
 
 
+CHILDREN = set()  # the scripts running now: a stop of reproduce.py stops them too
+
+
+def interrupted(signum=None, frame=None):
+    """Ctrl-C or a scheduler's SIGTERM: every script under way gets Ctrl-C (a training run keeps its last
+    checkpoint, which the next invocation resumes), no further one starts, and one line says so."""
+    for proc in list(CHILDREN):
+        proc.send_signal(signal.SIGINT)
+    for proc in list(CHILDREN):
+        proc.wait()
+    raise SystemExit("reproduce.py stopped: interrupted; the runs under way stopped at their last checkpoint, "
+                     "and the same command goes on from there")
+
+
+def stop(signum, frame):
+    raise KeyboardInterrupt  # a scheduler's SIGTERM: stopped as Ctrl-C is
+
+
 def run(*args, allow_divergence=False, progress='', threads=None):
     """Run one of the repository's scripts, echoing its command; its output is returned. With
     progress set, each line that names an iteration is echoed after that label as it arrives. A
@@ -83,13 +102,18 @@ def run(*args, allow_divergence=False, progress='', threads=None):
     print('$', ' '.join(cmd[1:]), flush=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads else None
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    CHILDREN.add(proc)
     lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if progress and line.startswith('iter '):
-            print(f"  {progress}: {line.rstrip()}", flush=True)
-    err = proc.stderr.read()
-    if proc.wait() != 0:
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if progress and line.startswith('iter '):
+                print(f"  {progress}: {line.rstrip()}", flush=True)
+        err = proc.stderr.read()
+        code = proc.wait()
+    finally:
+        CHILDREN.discard(proc)
+    if code != 0:
         last = err.strip().splitlines()[-1] if err.strip() else ''
         if allow_divergence and 'the model diverged' in last:
             print(f"  diverged: {last}", flush=True)
@@ -305,11 +329,16 @@ def train_all(args, settings, train_args):
 
     with ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(train, job) for job in jobs]
-        for future in as_completed(futures):
-            if future.exception():  # stop at the first failure; the runs under way finish
-                for pending in futures:
-                    pending.cancel()
-                raise future.exception()
+        try:
+            for future in as_completed(futures):
+                if future.exception():  # stop at the first failure; the runs under way finish
+                    for pending in futures:
+                        pending.cancel()
+                    raise future.exception()
+        except KeyboardInterrupt:  # no queued run may start once the pool is left
+            for pending in futures:
+                pending.cancel()
+            interrupted()
     trained = [future.result() for future in futures]
     runs, diverged, minutes = {}, {}, {}
     for (_, name, _, _, _, seed), (out_dir, finished, took) in zip(jobs, trained):
@@ -561,4 +590,8 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        main()
+    except KeyboardInterrupt:
+        interrupted()

@@ -250,3 +250,12 @@ def test_the_prepare_command_evaluate_names_for_a_broken_pile_set_mends_it(tmp_p
     assert command[0] == 'prepare_owt.py' and f"--pile_file={tmp_path / 'pile.jsonl'}" in command
     run(*command)
     assert (folder / 'pile.bin').read_bytes() == whole
+
+
+def test_a_val_file_larger_than_the_input_is_noted(tmp_path):
+    """--input_file and --val_file given the wrong way round (the larger set held out) are prepared as
+    given, with a note that says how to swap them."""
+    swapped = run('prepare_tinystories.py', f"--input_file={SHARED / 'tinystories' / 'valid_sample.txt'}",
+                  f"--val_file={SHARED / 'tinystories' / 'train_sample.txt'}", '--vocab_size=512',
+                  f'--out_dir={tmp_path / "data"}').stdout
+    assert 'note: --val_file holds more documents than --input_file' in swapped

@@ -553,6 +553,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'was prepared again since, with another tokenizer', None),
     ('plot: a log compressed under its own name', 'plot.py', ['{root}/gzlog', '--out_dir={root}/plgz'],
      'log.jsonl is gzip-compressed: unpack it in place first', None),
+    ('plot: a stray text file among the runs', 'plot.py', ['{root}/run', '{root}/small.txt', '--out_dir={root}/plstray'],
+     'or leave the file out', None),
     ('plot: a config.json of another run beside the checkpoint', 'plot.py', ['{root}/swapcfg', '--out_dir={root}/plswap'],
      "config.json is another run's", None),
     ('plot: a log of another run beside a Baseline config', 'plot.py', ['{root}/mixedlog', '--out_dir={root}/plmix'],

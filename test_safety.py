@@ -314,6 +314,37 @@ def test_ctrl_c_in_a_script_is_one_line(data_dir, tmp_path):
     assert lines == ['sample.py stopped: interrupted (Ctrl-C)'], err[-2000:]
 
 
+@pytest.mark.parametrize('how', ['SIGTERM', 'SIGINT'])
+def test_a_stopped_reproduction_stops_its_runs_and_starts_no_more(data_dir, tmp_path, how):
+    """A scheduler's SIGTERM, or a Ctrl-C sent to reproduce.py alone, stops the training run under way
+    (Ctrl-C: it keeps its last checkpoint) and starts none of the queued ones; one line says so."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import ROOT
+    runs = tmp_path / 'runs'
+    proc = subprocess.Popen([sys.executable, 'reproduce.py', f'--data_dir={data_dir}', f'--out_root={runs}',
+                             '--bench_prompt=16', '--bench_new=8',
+                             '--seeds=1', '--settings=baseline,internal', '--', '--vocab_size=512', '--n_layer=2',
+                             '--block_size=64', '--max_iters=100000', '--lr_decay_iters=100000', '--warmup_iters=8',
+                             '--taper_start=8', '--taper_end=90000', '--eval_interval=20', '--eval_iters=2'],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    while line and 'iter ' not in line:  # the first run is training
+        line = proc.stdout.readline()
+    proc.send_signal(getattr(signal, how))
+    out, err = proc.communicate(timeout=300)
+    time.sleep(1)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode != 0 and lines == ["reproduce.py stopped: interrupted; the runs under way stopped at their "
+                                              "last checkpoint, and the same command goes on from there"], err[-2000:]
+    assert 'internal' not in out and not (runs / 'internal-s1').exists()  # the queued run never started
+    still = [p for p in os.listdir('/proc') if p.isdigit() and str(runs) in open(f'/proc/{p}/cmdline', 'rb').read()
+             .decode(errors='replace')]
+    assert still == []  # no training run left behind
+
+
 def test_one_fold_at_a_time_folds_a_checkpoint(data_dir, tmp_path):
     """A fold.py beside another one folding the same checkpoint stops with one sentence before it writes
     (both would write the same staging file; the loser blamed permissions)."""
