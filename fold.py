@@ -180,6 +180,26 @@ def hold(path):
         fail(f"another fold.py is folding {path} right now: wait for it to end; its output is then there")
 
 
+staged = None  # the export's staging folder, once this process holds it (claim)
+
+
+def claim(staging, export_dir):
+    """The export's staging folder, made empty and locked for this process: a second fold.py exporting
+    to the same folder at once stops here, before it writes, rather than mixing two models' files. A
+    staging folder no process holds is a killed fold's leftover, and is emptied."""
+    global staged
+    os.makedirs(staging, exist_ok=True)
+    fd = os.open(staging, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fail(f"another fold.py is exporting into {export_dir} right now: wait for it to end, or export elsewhere")
+    staged = fd
+    for name in os.listdir(staging):
+        path = os.path.join(staging, name)
+        shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+
+
 def folded_from(path):
     """The checkpoint the file at path was folded from, if fold.py wrote it; None otherwise."""
     try:
@@ -419,7 +439,7 @@ def main(argv=None):
     try:
         torch.save(ckpt, out + '.tmp')
         if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+            claim(staging, args.export_hf)
             export(args, ckpt, model, model64, tokenizer, idx, source, staging)
             if os.path.isdir(args.export_hf):  # empty, or fold.py's export of this checkpoint (checked above)
                 shutil.rmtree(args.export_hf)
@@ -433,8 +453,8 @@ def main(argv=None):
         fail(f"cannot write {target} ({reason}): nothing was changed; "
              + (write_remedy(reason) or "make it writable (a read-only or immutable file? see ls -l, lsattr), or "
                                         "name another file with --out (or folder with --export_hf)"))
-    finally:
-        for leftover in (out + '.tmp', staging):
+    finally:  # this process's own leftovers: another fold's staging folder is that fold's
+        for leftover in (out + '.tmp', staging if staged is not None else None):
             if leftover and os.path.isfile(leftover):
                 os.remove(leftover)
             elif leftover and os.path.isdir(leftover):

@@ -350,7 +350,7 @@ def test_one_fold_at_a_time_folds_a_checkpoint(data_dir, tmp_path):
     (both would write the same staging file; the loser blamed permissions)."""
     import fcntl
     out = tmp_path / 'run'
-    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--taper=internal')
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--taper=all')
     before = {f.name: f.read_bytes() for f in out.iterdir()}
     fd = os.open(out / 'ckpt.pt', os.O_RDONLY)  # the other fold, under way
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -362,6 +362,19 @@ def test_one_fold_at_a_time_folds_a_checkpoint(data_dir, tmp_path):
     assert f"another fold.py is folding {out / 'ckpt.pt'} right now" in proc.stderr.strip().splitlines()[-1]
     assert {f.name: f.read_bytes() for f in out.iterdir()} == before
     run('fold.py', f'--out_dir={out}')  # once the other has ended
+    export = tmp_path / 'export'
+    staging = tmp_path / 'export.tmp'  # the other fold, exporting into the same folder
+    staging.mkdir()
+    (staging / 'config.json').write_text('{"model_type": "llama"}')
+    fd = os.open(staging, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        proc = run('fold.py', f'--out_dir={out}', '--out=ckpt_folded_2.pt', f'--export_hf={export}', check=False)
+    finally:
+        os.close(fd)
+    assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+    assert f'another fold.py is exporting into {export} right now' in proc.stderr.strip().splitlines()[-1]
+    assert (staging / 'config.json').read_text() == '{"model_type": "llama"}' and not export.exists()
 
 
 def test_a_second_train_py_in_a_running_runs_folder_stops(data_dir, tmp_path):
