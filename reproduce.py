@@ -84,6 +84,12 @@ def interrupted(signum=None, frame=None):
     for proc in list(CHILDREN):
         proc.send_signal(signal.SIGINT)
     for proc in list(CHILDREN):
+        for then in (signal.SIGTERM, signal.SIGKILL):  # one still starting up may not heed Ctrl-C yet
+            try:
+                proc.wait(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                proc.send_signal(then)
         proc.wait()
     raise SystemExit("reproduce.py stopped: interrupted; the runs under way stopped at their last checkpoint, "
                      "and the same command goes on from there")
