@@ -105,6 +105,9 @@ def convert(key, value, spec):
         if spec.default is None and not spec.required:
             return None
         raise FlagError(f"{key}=None is not allowed: {key} takes {spec.rule()}")
+    if isinstance(value, str) and '\u00a0' in value:  # a web page's non-breaking space, pasted
+        raise FlagError(f"{key}={value!r} holds a non-breaking space (pasted from a web page?): type the "
+                        f"command's spaces again")
     if spec.items:
         return convert_list(key, value, spec)
     if spec.type is bool:
@@ -153,6 +156,9 @@ QUOTES = '\u201c\u201d\u201e\u2018\u2019\u201a\u00ab\u00bb'  # typographic quote
 
 def pasted_path(key, value):
     """A path pasted with what a document or a browser put around it: typographic quotes, or a URL."""
+    if len(value) > 1 and value[0] == value[-1] and value[0] in '"\'' and not os.path.exists(value):
+        raise FlagError(f"{key}={value} keeps the quotes around it (escaped, or copied from a JSON or YAML "
+                        f"file): give it without them, --{key}={value[1:-1]}")
     if value and (value[0] in QUOTES or value[-1] in QUOTES):
         raise FlagError(f"{key}={value} is wrapped in typographic quotes (pasted from a document?): type it "
                         f"without them, --{key}={value.strip(QUOTES + ' ')}")

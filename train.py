@@ -371,7 +371,8 @@ def folder_state():
     below saw, which must still hold at the run's first write."""
     if not os.path.isdir(out_dir):
         return {}
-    return {e.name: (e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(out_dir) if e.is_file()}
+    return {e.name: (e.stat(follow_symlinks=False).st_size, e.stat(follow_symlinks=False).st_mtime_ns)
+            for e in os.scandir(out_dir) if e.is_file(follow_symlinks=False) or e.is_symlink()}
 
 
 out_dir_lock = None
@@ -488,6 +489,11 @@ if init_from != 'resume' and not memory_plan:  # a plan writes nothing
     if not overwrite and os.path.isfile(ckpt_path):
         fail(f"{out_dir} already holds a run (ckpt.pt): continue it with --init_from=resume, "
              f"or pass --overwrite to start again over it")
+    runs_in = sorted(e.name for e in os.scandir(out_dir) if e.is_dir(follow_symlinks=False) and os.path.isfile(
+        os.path.join(e.path, 'ckpt.pt'))) if os.path.isdir(out_dir) else []
+    if runs_in and not os.path.isfile(ckpt_path):  # the folder of several runs, not a run's own
+        fail(f"out_dir={out_dir} holds the folders of other runs ({', '.join(runs_in[:3])}), and a run's files would "
+             f"lie among them: name a folder of this run's own, e.g. --out_dir={os.path.join(out_dir, 'new-run')}")
     left = [f for f in ('log.jsonl', 'ckpt_folded.pt', 'train_time.json') if os.path.isfile(os.path.join(out_dir, f))]
     if not overwrite and left:
         fail(f"{out_dir} holds {left[0]} of an earlier run that left no checkpoint: pass --overwrite to start "
