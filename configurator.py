@@ -108,6 +108,11 @@ def convert(key, value, spec):
     if isinstance(value, str) and '\u00a0' in value:  # a web page's non-breaking space, pasted
         raise FlagError(f"{key}={value!r} holds a non-breaking space (pasted from a web page?): type the "
                         f"command's spaces again")
+    if isinstance(value, str) and any(c in value for c in INVISIBLE) and key != 'start':
+        raise FlagError(f"{key}={value!r} holds an invisible character (pasted from a chat or a document?): "
+                        f"type the value again")
+    if isinstance(value, str) and value == '=':  # --max_iters = 8, read as --max_iters '='
+        raise FlagError(f"--{key} = ...: write the value after '=' without spaces, --{key}=VALUE")
     if spec.items:
         return convert_list(key, value, spec)
     if spec.type is bool:
@@ -150,6 +155,7 @@ def convert(key, value, spec):
     raise FlagError(f"{key}={shown} is not valid: {key} takes {spec.rule()}")
 
 
+INVISIBLE = '\u200b\u200c\u200d\u2060\ufeff'  # zero-width characters, a byte-order mark
 PATH_KEYS = ('init_from', 'ckpt', 'out', 'tokenizer', 'export_hf', 'plot', 'assets')  # beside *_dir and *_file
 QUOTES = '\u201c\u201d\u201e\u2018\u2019\u201a\u00ab\u00bb'  # typographic quotes, as documents print them
 

@@ -157,6 +157,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "holds the folders of other runs", None),
     ('a run into the repository itself', 'train.py', [*TINY, '--data_dir={data}', '--out_dir=./'],
      "is the repository's own folder", None),
+    ('spaces around the = of a flag', 'train.py', [*T, '--max_iters', '=', '8'], "write the value after '=' without spaces",
+     None),
+    ('sample: a zero-width space pasted after the run folder', 'sample.py', ['--out_dir={root}/run\u200b', '--device=cpu'],
+     'holds an invisible character', None),
     ('two flags joined by a non-breaking space from a web page', 'train.py', [*T, '--max_iters=8\u00a0--eval_iters=2'],
      'holds a non-breaking space (pasted from a web page?)', None),
     ('an output folder that kept its quotes', 'train.py', [*T, '--out_dir="{root}/quoted"'], 'keeps the quotes around it', None),
@@ -1157,6 +1161,8 @@ def make_workspace(root, data_dir):
     del ckpt['model']['transformer.h.0.mlp.w1.weight']
     torch.save(ckpt, f'{root}/missingweight/ckpt.pt')
     shutil.copytree(f'{root}/half', f'{root}/half_fm')
+    shutil.copytree(f'{root}/half', f'{root}/half_bom')  # its log saved by a Windows editor, with a byte-order mark
+    open(f'{root}/half_bom/log.jsonl', 'wb').write(b'\xef\xbb\xbf' + open(f'{root}/half/log.jsonl', 'rb').read())
     for name, layout in (('half_jq', lambda row: json.dumps(row, sort_keys=True, separators=(',', ':'))),
                          ('half_round', lambda row: json.dumps({k: float(f'{v:.10g}') if isinstance(v, float) else v
                                                                 for k, v in row.items()}))):
@@ -1289,6 +1295,8 @@ ACCEPTED = [  # (case, script, arguments, environment)
      'sample.py', ['--out_dir={root}/padded', '--device=cpu', '--temperature=5', '--top_k=1024', '--num_samples=4',
                    '--max_new_tokens=48'], None),
     ('a config file named in capitals (.PY)', 'train.py', ['{root}/upper.PY', *T, '--memory_plan'], None),
+    ('a resume of a run whose log an editor saved with a byte-order mark', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/half_bom', '--stop_iter=24', '--device=cpu'], None),
     ('a resume of a run whose log a tool rewrote with sorted keys and no spaces', 'train.py',
      ['--init_from=resume', '--out_dir={root}/half_jq', '--stop_iter=24', '--device=cpu'], None),
     ('a resume of a run whose log a tool rewrote with numbers to 10 digits', 'train.py',

@@ -841,7 +841,7 @@ def load_optimizer_state(state):
 def read_log_rows(path, before):
     """The log's rows up to the checkpoint: a crash may leave rows past it, and a kill mid-write a
     torn last line, which is dropped with a warning."""
-    lines = open(path).read().splitlines()
+    lines = open(path, encoding='utf-8-sig').read().splitlines()  # a BOM from a Windows editor
     rows = []
     for n, line in enumerate(lines, 1):
         try:
