@@ -293,6 +293,13 @@ def test_one_prepare_at_a_time_writes_a_data_folder(data_dir, tmp_path):
         lock.hold()
 
 
+def heeds_ctrl_c():
+    """In a child about to start a script: Ctrl-C's default action, which a shell that started the test
+    run in the background (`cmd &`) set to ignored, and the child would inherit."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_in_a_script_is_one_line(data_dir, tmp_path):
     """Ctrl-C (SIGINT) in a script that does not train, here sample.py mid-generation, stops it with one
     line on stderr through the scripts' shared hook, not a KeyboardInterrupt traceback."""
@@ -305,7 +312,7 @@ def test_ctrl_c_in_a_script_is_one_line(data_dir, tmp_path):
         '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--eval_interval=4')
     proc = subprocess.Popen([sys.executable, 'sample.py', f'--out_dir={out}', '--device=cpu', '--num_samples=10000',
                              '--max_new_tokens=60'], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=heeds_ctrl_c)
     while '---' not in proc.stdout.readline():  # its first sample is out: it is generating
         pass
     proc.send_signal(signal.SIGINT)
@@ -329,7 +336,7 @@ def test_a_stopped_reproduction_stops_its_runs_and_starts_no_more(data_dir, tmp_
                              '--seeds=1', '--settings=baseline,internal', '--', '--vocab_size=512', '--n_layer=2',
                              '--block_size=64', '--max_iters=100000', '--lr_decay_iters=100000', '--warmup_iters=8',
                              '--taper_start=8', '--taper_end=90000', '--eval_interval=20', '--eval_iters=2'],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=heeds_ctrl_c)
     line = proc.stdout.readline()
     while line and 'iter ' not in line:  # the first run is training
         line = proc.stdout.readline()
