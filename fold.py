@@ -442,6 +442,11 @@ def main(argv=None):
             claim(staging, args.export_hf)
             export(args, ckpt, model, model64, tokenizer, idx, source, staging)
             if os.path.isdir(args.export_hf):  # empty, or fold.py's export of this checkpoint (checked above)
+                others = sorted(set(os.listdir(args.export_hf)) - set(os.listdir(staging)))
+                if others:  # put there since: the user's, which a replaced export would take with it
+                    fail(f"{args.export_hf} holds {', '.join(others[:3])}, which the export does not write, so fold.py "
+                         f"will not replace the folder: move {'it' if len(others) == 1 else 'them'} out, or export "
+                         f"elsewhere")
                 shutil.rmtree(args.export_hf)
             os.replace(staging, args.export_hf)
         os.replace(out + '.tmp', out)

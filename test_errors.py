@@ -1161,6 +1161,13 @@ def make_workspace(root, data_dir):
     del ckpt['model']['transformer.h.0.mlp.w1.weight']
     torch.save(ckpt, f'{root}/missingweight/ckpt.pt')
     shutil.copytree(f'{root}/half', f'{root}/half_fm')
+    shutil.copytree(f'{root}/half', f'{root}/half_nan')  # its checkpoint's evaluation row holds a NaN val_loss
+    nan = torch.load(f'{root}/half/ckpt.pt', weights_only=False)
+    mark = json.loads(nan['eval_row']) | {'val_loss': float('nan')}
+    rows = open(f'{root}/half/log.jsonl').read().replace(nan['eval_row'], json.dumps(mark))
+    nan['eval_row'] = json.dumps(mark)
+    torch.save(nan, f'{root}/half_nan/ckpt.pt')
+    open(f'{root}/half_nan/log.jsonl', 'w').write(rows)
     shutil.copytree(f'{root}/half', f'{root}/half_bom')  # its log saved by a Windows editor, with a byte-order mark
     open(f'{root}/half_bom/log.jsonl', 'wb').write(b'\xef\xbb\xbf' + open(f'{root}/half/log.jsonl', 'rb').read())
     for name, layout in (('half_jq', lambda row: json.dumps(row, sort_keys=True, separators=(',', ':'))),
@@ -1297,6 +1304,8 @@ ACCEPTED = [  # (case, script, arguments, environment)
     ('a config file named in capitals (.PY)', 'train.py', ['{root}/upper.PY', *T, '--memory_plan'], None),
     ('a resume of a run whose log an editor saved with a byte-order mark', 'train.py',
      ['--init_from=resume', '--out_dir={root}/half_bom', '--stop_iter=24', '--device=cpu'], None),
+    ('a resume of a run whose last evaluation logged a NaN loss', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/half_nan', '--stop_iter=24', '--device=cpu'], None),
     ('a resume of a run whose log a tool rewrote with sorted keys and no spaces', 'train.py',
      ['--init_from=resume', '--out_dir={root}/half_jq', '--stop_iter=24', '--device=cpu'], None),
     ('a resume of a run whose log a tool rewrote with numbers to 10 digits', 'train.py',

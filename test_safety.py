@@ -382,6 +382,13 @@ def test_one_fold_at_a_time_folds_a_checkpoint(data_dir, tmp_path):
     assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
     assert f'another fold.py is exporting into {export} right now' in proc.stderr.strip().splitlines()[-1]
     assert (staging / 'config.json').read_text() == '{"model_type": "llama"}' and not export.exists()
+    shutil.rmtree(staging)
+    run('fold.py', f'--out_dir={out}', '--out=ckpt_folded_2.pt', f'--export_hf={export}')
+    (export / 'notes.txt').write_text('the user\'s, put there since')  # an export folder is never replaced with it
+    before = {f.name: f.read_bytes() for f in export.iterdir()}
+    proc = run('fold.py', f'--out_dir={out}', '--out=ckpt_folded_2.pt', f'--export_hf={export}', check=False)
+    assert proc.returncode != 0 and 'holds notes.txt, which the export does not write' in proc.stderr
+    assert {f.name: f.read_bytes() for f in export.iterdir()} == before
 
 
 def test_a_second_train_py_in_a_running_runs_folder_stops(data_dir, tmp_path):

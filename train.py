@@ -353,7 +353,8 @@ def logged(row, path):
     numbers printed to fewer digits) still holds its rows; one of another run does not."""
     def same(a, b):
         if isinstance(a, float) or isinstance(b, float):
-            return isinstance(b, (int, float)) and isinstance(a, (int, float)) and math.isclose(a, b, rel_tol=1e-6)
+            return isinstance(b, (int, float)) and isinstance(a, (int, float)) and (
+                math.isclose(a, b, rel_tol=1e-6) or math.isnan(a) and math.isnan(b))  # a NaN loss is logged as NaN
         return a == b
     with open(path, encoding='utf-8-sig', errors='replace') as f:
         for line in f:
