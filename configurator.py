@@ -37,6 +37,10 @@ import textwrap
 import traceback
 import types
 
+if sys.argv[:1] == ['-m']:  # `python -m train.py`: Python imports train.py to look for a module 'py' in it
+    _name = next((a for a in sys.orig_argv if a.endswith('.py')), 'train.py').removeprefix('-m')
+    sys.exit(f"`python -m {_name}` takes a module name, not a file: run `python {_name}` "
+             f"(or `python -m {_name.removesuffix('.py')}`)")
 
 class FlagError(SystemExit):
     """A mistake in a flag or config file: its message is one sentence for the user (exit code 1)."""
@@ -550,6 +554,7 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
             values[key] = convert(key, value, flags[key])
     loose = []
     given = set()  # the flags set on the command line so far
+    set_by, overrides = {}, []  # the config file that set each key; (key, that file, a later one changing it)
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -585,6 +590,8 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                     raise FlagError(f"{arg} sets {overridden[0]}, which --{overridden[0]}= before it already set, "
                                     f"and a later argument wins: put config files first, then the flags that "
                                     f"change them")
+                overrides += [(k, set_by[k], arg) for k in read if k in set_by and read[k] != values[k]]
+                set_by.update(dict.fromkeys(read, arg))
                 values.update(read)
             elif positional:
                 loose.append(arg)
@@ -603,6 +610,10 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                 raise FlagError(f"--{key} needs a value: write --{key}=VALUE, where {key} takes {spec.rule()}")
         values[key] = convert(key, raw, spec)
         given.add(key)
+    if overrides:  # stacked config files, e.g. a shell's {a,b}_{64,512} pattern expanded to several
+        key, first, later = overrides[0]
+        print(f"note: later config files change {len(overrides)} value(s) that earlier ones set, e.g. {key} of "
+              f"{first} by {later}: the last config file to set a value decides it")
     if positional:
         if not loose:
             raise FlagError(f"{prog} needs at least one {positional} argument (`python {prog} --help`)")
@@ -646,18 +657,24 @@ def checkpoint_hint(path, flags):
 
 
 def read_file(path, values, flags, prog):
+    if not path.strip():
+        raise FlagError(f"argument {path!r} is blank (a space after a backslash that ends a line?): remove it")
+    named = path if path == path.strip() and path.isprintable() else repr(path)  # a stray space made visible
+    clean = ''.join(c for c in path.strip() if c not in INVISIBLE)
+    if clean != path and os.path.isfile(clean):
+        raise FlagError(f"{named} holds spaces or invisible characters around the file name: write {clean}")
     if os.path.isdir(path):
         where = next((k for k in ('out_dir', 'data_dir') if k in flags), None)
         hint = f"; a folder is named with a flag, e.g. --{where}={path}" if where else ""
-        raise FlagError(f"{path} is a folder, not a config file (a file such as config/taper_internal_512.py){hint}")
+        raise FlagError(f"{named} is a folder, not a config file (a file such as config/taper_internal_512.py){hint}")
     if not path.lower().endswith('.py') and not os.path.exists(path) and 'start' in flags:
         raise FlagError(f"{path!r} is neither a flag nor a config file: a prompt is given as --start=..., e.g. "
                         f"--start={shlex.quote(path)}")
     if not path.lower().endswith('.py'):  # config/Mine.PY too
-        raise FlagError(f"{path} is not a config file: a config file is Python (.py) that assigns values, "
+        raise FlagError(f"{named} is not a config file: a config file is Python (.py) that assigns values, "
                         f"e.g. learning_rate = 3e-4" + checkpoint_hint(path, flags))
     if not os.path.isfile(path):
-        raise FlagError(f"config file {path} not found (arguments that are not --key=value name config files)")
+        raise FlagError(f"config file {named} not found (arguments that are not --key=value name config files)")
     namespace = dict(values)
     try:
         with open(path, encoding='utf-8-sig') as f:  # a byte-order mark from a Windows editor
@@ -883,6 +900,45 @@ def excepthook(kind, error, tb):
 
 
 sys.excepthook = excepthook
+
+
+class Printing:
+    """sys.stdout for a run that must not stop over its printing: when the stream fails (`train.py | head`
+    closed the pipe, or it is on a full device), the run goes on printing nothing there, and once kept
+    is set (what keeps the run's output instead), one note on stderr says so."""
+
+    def __init__(self, stream, prog):
+        self.stream, self.prog, self.kept, self.why = stream, prog, None, None
+
+    def write(self, text):
+        return self.guarded(self.stream.write, text) or len(text)
+
+    def flush(self):
+        self.guarded(self.stream.flush)
+
+    def guarded(self, call, *args):
+        if self.why:
+            return None
+        try:
+            return call(*args)
+        except OSError as e:  # BrokenPipeError, ENOSPC: the stream, never the run, has failed
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())  # its buffer's last flush too
+            self.why = "closed" if isinstance(e, BrokenPipeError) else f"failed ({e.strerror or e})"
+            self.keeping(self.kept)
+            return None
+
+    def keeping(self, kept):
+        """kept: what keeps the output (the run's log); a stream already lost is said now."""
+        self.kept = kept
+        if self.why and kept:
+            try:
+                print(f"note: {self.prog}'s standard output {self.why}, so it goes on without printing: {kept}",
+                      file=sys.stderr, flush=True)
+            except OSError:  # stderr gone with it: the run still goes on
+                pass
+
+    def __getattr__(self, name):  # fileno, isatty, encoding, ...
+        return getattr(self.stream, name)
 
 
 def run_as_module(doc, instead):

@@ -20,7 +20,11 @@ import sys
 from dataclasses import asdict, replace
 from types import SimpleNamespace
 
-import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+try:
+    import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+except ModuleNotFoundError:  # this file alone, away from the repository, or PYTHONSAFEPATH=1
+    sys.exit(f"{__file__} needs the repository's other files beside it (configurator.py, model.py, ...): run it "
+             f"in a clone of the repository, with PYTHONSAFEPATH unset")
 
 import numpy as np
 import torch
@@ -262,6 +266,10 @@ def check_outputs(args, path):
     hf_dir = args.export_hf
     if hf_dir is not None:
         from hf import export_source, is_export
+        inside = os.path.relpath(os.path.abspath(out), os.path.abspath(hf_dir))
+        if not inside.startswith('..'):  # the export replaces its folder whole
+            fail(f"out={out} lies inside export_hf={hf_dir}, which the export replaces: name a file outside it, "
+                 f"e.g. --out={unused(args.out_dir)}")
         if os.path.isdir(hf_dir) and os.listdir(hf_dir) and not is_export(hf_dir):
             fail(f"export_hf={hf_dir} holds files fold.py did not export, so fold.py will not write over them: "
                  f"name a new or empty folder")
@@ -436,26 +444,32 @@ def main(argv=None):
     # Both files are written aside and take their names only once both are whole: a failure leaves the
     # folders as they were.
     staging = os.path.normpath(args.export_hf) + '.tmp' if args.export_hf is not None else None
+    wrote = None  # the checkpoint, once in place: a failure after it leaves it, and says so
     try:
         torch.save(ckpt, out + '.tmp')
         if staging is not None:
             claim(staging, args.export_hf)
             export(args, ckpt, model, model64, tokenizer, idx, source, staging)
-            if os.path.isdir(args.export_hf):  # empty, or fold.py's export of this checkpoint (checked above)
-                others = sorted(set(os.listdir(args.export_hf)) - set(os.listdir(staging)))
-                if others:  # put there since: the user's, which a replaced export would take with it
-                    fail(f"{args.export_hf} holds {', '.join(others[:3])}, which the export does not write, so fold.py "
-                         f"will not replace the folder: move {'it' if len(others) == 1 else 'them'} out, or export "
-                         f"elsewhere")
+            others = sorted(set(os.listdir(args.export_hf)) - set(os.listdir(staging))) \
+                if os.path.isdir(args.export_hf) else []  # empty, or fold.py's export of this checkpoint
+            if others:  # put there since: the user's, which a replaced export would take with it
+                fail(f"{args.export_hf} holds {', '.join(others[:3])}, which the export does not write, so fold.py "
+                     f"will not replace the folder: move {'it' if len(others) == 1 else 'them'} out, or export "
+                     f"elsewhere")
+        os.replace(out + '.tmp', out)
+        wrote = out
+        if staging is not None:
+            if os.path.isdir(args.export_hf):
                 shutil.rmtree(args.export_hf)
             os.replace(staging, args.export_hf)
-        os.replace(out + '.tmp', out)
     except (OSError, RuntimeError) as e:
         reason = write_failure(e, out)
         if reason is None:
             raise
         target = str(getattr(e, 'filename2', None) or getattr(e, 'filename', None) or out).removesuffix('.tmp')
-        fail(f"cannot write {target} ({reason}): nothing was changed; "
+        target = args.export_hf if wrote and target.startswith(staging) else target
+        fail(f"cannot write {target} ({reason}): " + (f"{wrote} was written, the export was not; " if wrote else
+                                                      "nothing was changed; ")
              + (write_remedy(reason) or "make it writable (a read-only or immutable file? see ls -l, lsattr), or "
                                         "name another file with --out (or folder with --export_hf)"))
     finally:  # this process's own leftovers: another fold's staging folder is that fold's

@@ -87,7 +87,8 @@ def load_hf(hf_class, name_or_dir):
                          f"hub name such as gpt2")
     if os.path.isdir(name_or_dir) and os.path.isfile(os.path.join(name_or_dir, 'ckpt.pt')):
         raise ValueError(f"{name_or_dir} is a run of this repository (it holds ckpt.pt), not a folder written by "
-                         f"save_pretrained: read it with --init_from=resume --out_dir={name_or_dir}")
+                         f"save_pretrained: read it with --init_from=resume --out_dir={name_or_dir} (a run goes on "
+                         f"in its own folder; to go on in a new one, copy the folder first and resume the copy)")
     config_json = os.path.join(name_or_dir, 'config.json')
     marked = False
     if os.path.isfile(config_json):
@@ -577,6 +578,10 @@ def export_hf(model, folded, path, bos=None, eos=None, source=None):
     for key, value in weights.items():
         sd[key].copy_(value)
     hf.save_pretrained(path)
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in os.listdir(path):  # save_pretrained leaves its weights owner-only (0600), unlike its other files
+        os.chmod(os.path.join(path, name), 0o666 & ~umask)
     return sigma, alpha, bound
 
 

@@ -16,9 +16,14 @@ import hashlib
 import json
 import math
 import os
+import sys
 import re
 
-import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+try:
+    import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+except ModuleNotFoundError:  # this file alone, away from the repository, or PYTHONSAFEPATH=1
+    sys.exit(f"{__file__} needs the repository's other files beside it (configurator.py, model.py, ...): run it "
+             f"in a clone of the repository, with PYTHONSAFEPATH unset")
 
 import numpy as np
 import sentencepiece as spm

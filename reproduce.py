@@ -42,7 +42,11 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+try:
+    import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+except ModuleNotFoundError:  # this file alone, away from the repository, or PYTHONSAFEPATH=1
+    sys.exit(f"{__file__} needs the repository's other files beside it (configurator.py, model.py, ...): run it "
+             f"in a clone of the repository, with PYTHONSAFEPATH unset")
 
 import numpy as np
 import torch
@@ -99,6 +103,20 @@ def stop(signum, frame):
     raise KeyboardInterrupt  # a scheduler's SIGTERM: stopped as Ctrl-C is
 
 
+def dies_with_parent():
+    """A child's first act (Linux): SIGTERM when reproduce.py ends without stopping it, e.g. under kill -9, so
+    that no run trains on unseen; train.py stops at its last checkpoint on it."""
+    if PRCTL is not None:
+        PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+try:  # loaded before any child is started: the child, forked from a threaded process, only calls it
+    import ctypes
+    PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith('linux') else None
+except (OSError, AttributeError):
+    PRCTL = None
+
+
 def run(*args, allow_divergence=False, progress='', threads=None):
     """Run one of the repository's scripts, echoing its command; its output is returned. With
     progress set, each line that names an iteration is echoed after that label as it arrives. A
@@ -107,7 +125,8 @@ def run(*args, allow_divergence=False, progress='', threads=None):
     cmd = [sys.executable, script(args[0]), *map(str, args[1:])]
     print('$', ' '.join(cmd[1:]), flush=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads else None
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=dies_with_parent)
     CHILDREN.add(proc)
     lines = []
     try:
@@ -162,11 +181,30 @@ def val_ce(ckpt_path, data_dir, max_windows, confidence=False):
 
 
 def progress_of(ckpt_path):
-    """(iter, max_iters) of a run's checkpoint, or (None, None) without one."""
+    """(iter, max_iters, config) of a run's checkpoint, or (None, None, None) without one."""
     if not os.path.isfile(ckpt_path):
-        return None, None
+        return None, None, None
     ckpt = torch.load(ckpt_path, map_location='cpu', weights_only=False)
-    return ckpt['iter_num'], ckpt['config']['max_iters']
+    return ckpt['iter_num'], ckpt['config']['max_iters'], ckpt['config']
+
+
+# train.py flags that say how one invocation runs, not what it trains: a kept run may differ in them.
+PER_RUN_CALL = ('out_dir', 'init_from', 'overwrite', 'reschedule', 'stop_iter', 'eval_only', 'memory_plan', 'device',
+                'dtype', 'compile', 'peak_flops', 'wandb_log', 'wandb_project', 'wandb_run_name', 'log_interval')
+
+
+def unlike(config, wanted):
+    """The first key whose value in a run's config differs from what this reproduction trains it with,
+    as (key, the run's value, the wanted value), or None."""
+    for key, value in wanted.items():
+        held = config.get(key)
+        if key == 'data_dir' and isinstance(held, str):
+            held, value = os.path.realpath(held), os.path.realpath(value)
+        if isinstance(value, (tuple, list)):
+            held, value = list(held) if isinstance(held, (tuple, list)) else held, list(value)
+        if key in config and key not in PER_RUN_CALL and held != value:
+            return key, config[key], wanted[key]
+    return None
 
 
 FLAGS = dict(
@@ -195,9 +233,9 @@ SET_HERE = ('taper', 'aux_loss', 'seed', 'out_dir', 'data_dir', 'init_from', 'ov
 DEFAULT_VAL_FRACTION = FLAGS['val_fraction'].default
 
 
-def config_value(key, train_args):
-    """A train.py flag as CONFIG, then the config files and --key=value arguments after --, in order, leave
-    it (train.py has checked them)."""
+def train_values(train_args):
+    """The train.py flags that CONFIG, then the config files and --key=value arguments after --, in order,
+    set (train.py has checked them)."""
     namespace = {}
     exec(compile(open(CONFIG).read(), CONFIG, 'exec'), namespace)
     for i, arg in enumerate(train_args):
@@ -205,9 +243,19 @@ def config_value(key, train_args):
         if not arg.startswith('--') and (i == 0 or not train_args[i - 1].startswith('--')
                                          or '=' in train_args[i - 1]):
             exec(compile(open(arg).read(), arg, 'exec'), namespace)  # a config file
-        elif arg.startswith('--') and name == key:
-            namespace[key] = int(ast.literal_eval((raw if has_value else train_args[i + 1]).strip()))  # 64, 1e3, 0x40
-    return namespace[key]
+        elif arg.startswith('--'):
+            text = (raw if has_value else train_args[i + 1] if i + 1 < len(train_args) and
+                    not train_args[i + 1].startswith('--') else 'True').strip()
+            try:
+                namespace[name] = ast.literal_eval(text)  # 64, 1e3, 0x40, True
+            except (ValueError, SyntaxError):
+                namespace[name] = text  # a word: --arch=llama
+    return {k: v for k, v in namespace.items() if not k.startswith('_')}
+
+
+def config_value(key, train_args):
+    """One integer train.py flag, as train_values leaves it."""
+    return int(train_values(train_args)[key])
 
 
 def extra_flags(name, train_args):
@@ -283,6 +331,10 @@ def check_args(args, train_args):
             raise SystemExit(f"{e}: name another --data_dir, or remove {args.data_dir} to prepare it again") from None
         kind = meta.get('tokenizer', 'sentencepiece')
         vocab = config_value('vocab_size', train_args)
+        if meta.get('max_stories'):  # the quick start's folder: reused, as a folder is, but said
+            print(f"note: --data_dir={args.data_dir} holds the first {meta['max_stories']:,} training stories only "
+                  f"(prepared with --max_stories), and the runs train on those; for all of them, name a new "
+                  f"--data_dir")
         if kind != 'sentencepiece' or meta.get('vocab_size') not in (None, vocab):
             raise SystemExit(f"--data_dir={args.data_dir} holds {kind} tokens with a vocabulary of "
                              f"{meta.get('vocab_size')}, not the {vocab}-piece SentencePiece TinyStories the "
@@ -315,7 +367,7 @@ def train_all(args, settings, train_args):
         """(out_dir, finished, minutes): finished is None when the run diverged, minutes None when kept."""
         k, name, label, taper, aux, seed = job
         out_dir = os.path.join(args.out_root, f'{name}-s{seed}')
-        done, total = progress_of(os.path.join(out_dir, 'ckpt.pt'))
+        done, total, _ = progress_of(os.path.join(out_dir, 'ckpt.pt'))
         timing = os.path.join(out_dir, 'train_time.json')
         if done is not None and done >= total and not args.retrain:
             print(f"{out_dir}: kept, its checkpoint is at the last step (--retrain trains it again)")
@@ -333,6 +385,16 @@ def train_all(args, settings, train_args):
             json.dump(dict(minutes=took, threads=threads or torch.get_num_threads(), resumed_from=done), f)
         return out_dir, finished, took
 
+    for k, name, label, taper, aux, seed in jobs if not args.retrain else ():  # before any run starts
+        out_dir = os.path.join(args.out_root, f'{name}-s{seed}')
+        done, _, held = progress_of(os.path.join(out_dir, 'ckpt.pt'))
+        wanted = dict(train_values([*train_args, *extra_flags(name, train_args)]), taper=taper, aux_loss=aux,
+                      seed=seed, data_dir=args.data_dir)
+        differs = unlike(held, wanted) if done is not None else None
+        if differs:  # a run kept or resumed under this name must be the one this command trains
+            raise SystemExit(f"{out_dir} holds a run with {differs[0]}={differs[1]!r}, not the {differs[0]}="
+                             f"{differs[2]!r} of {label}, seed {seed}: choose another --out_root, or pass --retrain "
+                             f"to train it again")
     with ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(train, job) for job in jobs]
         try:

@@ -540,6 +540,19 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'it is a folder of runs (', None),
     ('fold: an export over another run\'s export', 'fold.py', ['--out_dir={root}/trun', '--out=ckpt_f2.pt',
      '--export_hf={root}/otherexport'], 'holds an export of /elsewhere/run/ckpt.pt, not of', None),
+    # arguments and folders a new user gets wrong in ways no flag names
+    ('a blank argument (a space after a continuing backslash)', 'train.py', [*T, ' '], "argument ' ' is blank", None),
+    ('a config file with a trailing space', 'train.py', ['{root}/cfg_ok.py ', *T],
+     'holds spaces or invisible characters around the file name', None),
+    ('train: a folder named ckpt.pt.tmp in the run folder', 'train.py', [*T, '--out_dir={root}/tmpdir_out'],
+     'is a folder where the run writes its ckpt.pt first', None),
+    ('train: a W&B server it cannot reach', 'train.py', [*T, '--wandb_log'], 'cannot be reached from here',
+     {'WANDB_BASE_URL': 'http://127.0.0.1:9', 'WANDB_MODE': 'online', 'WANDB_API_KEY': '0' * 40}),
+    ('fold: --out inside the export folder', 'fold.py', ['--out_dir={root}/trun', '--out={root}/exp_in/f.pt',
+     '--export_hf={root}/exp_in'], 'lies inside export_hf', None),
+    ("reproduce: a kept run of another setting under a setting's name", 'reproduce.py',
+     ['--data_dir={data}', '--out_root={root}/keptroot', '--settings=baseline,internal', '--', '--vocab_size=512'],
+     'holds a run with', None),
     # an empty value is refused wherever the default is not itself empty
     # the prepare command a data folder is named with: the script its meta.json records, not its name's
     ('prepare_owt.py data under another name, val.bin gone', 'train.py', [*T, '--data_dir={root}/gpt2_tokens'],
@@ -1117,6 +1130,10 @@ def make_workspace(root, data_dir):
     ckpt = torch.load(f'{root}/run/ckpt.pt', weights_only=True)
     ckpt['config']['data_dir'] = 'relative_data_elsewhere'
     torch.save(ckpt, f'{root}/relrun/ckpt.pt')
+    shutil.copytree(f'{root}/run', f'{root}/keptroot/baseline-s1337')  # a Baseline of another config
+    open(f'{root}/cfg_ok.py', 'w').write('max_iters = 20\n')
+    os.makedirs(f'{root}/tmpdir_out/ckpt.pt.tmp')  # a stray folder where the checkpoint is first written
+    os.makedirs(f'{root}/exp_in')
     shutil.copytree(f'{root}/run', f'{root}/cfgdir')
     os.remove(f'{root}/cfgdir/config.json')
     os.makedirs(f'{root}/cfgdir/config.json')

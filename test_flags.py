@@ -7,6 +7,7 @@ walked too.
 """
 
 import io
+import os
 import runpy
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -208,4 +209,35 @@ def test_a_flag_given_twice_says_which_value_is_used(capsys):
     assert 'note: --max_iters is given twice; the later value, 200, is used' in capsys.readouterr().out
     configurator.configure(flags, ['--max_iters=20', '--max_iters=20'], 'x.py', None)
     configurator.configure(flags, ['--max_iters=20'], 'x.py', None)
+    assert capsys.readouterr().out == ''
+
+
+def test_a_script_started_wrongly_says_how_to_start_it(tmp_path):
+    """`python -m train.py` (Python would import train.py, running it, to look for a module inside), a
+    script copied away from the repository's modules, or PYTHONSAFEPATH keeping its folder off the path:
+    one sentence each, never ModuleNotFoundError's traceback."""
+    import shutil
+    import subprocess
+    for launch, env in (([sys.executable, '-m', 'train.py', '--max_iters=1'], {}),
+                        ([sys.executable, str(shutil.copy(ROOT / 'train.py', tmp_path)), '--help'], {}),
+                        ([sys.executable, str(ROOT / 'sample.py'), '--help'], {'PYTHONSAFEPATH': '1'})):
+        proc = subprocess.run(launch, cwd=tmp_path if '-m' not in launch else ROOT, capture_output=True, text=True,
+                              env={**os.environ, **env}, timeout=120)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 1 and len(lines) == 1 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+        assert ('run `python train.py`' if '-m' in launch else "needs the repository's other files") in lines[0]
+
+
+def test_stacked_config_files_say_which_decides(capsys, tmp_path):
+    """Config files named one after another apply in order, nanoGPT's way; when a later one changes
+    what an earlier one set (a shell pattern such as {a,b}_{64,512}.py expanding to many), a note names
+    one such value and says the last file decides."""
+    flags = dict(max_iters=configurator.flag(10, "steps", min=1), n_embd=configurator.flag(8, "width", min=1))
+    (tmp_path / 'a.py').write_text('max_iters = 20\nn_embd = 16\n')
+    (tmp_path / 'b.py').write_text('n_embd = 32\n')
+    (tmp_path / 'c.py').write_text('max_iters = 20\n')  # the same value again: nothing changes
+    values = configurator.configure(flags, [str(tmp_path / 'a.py'), str(tmp_path / 'b.py')], 'x.py', None, configs=True)
+    assert values == dict(max_iters=20, n_embd=32)
+    assert f"n_embd of {tmp_path / 'a.py'} by {tmp_path / 'b.py'}" in capsys.readouterr().out
+    configurator.configure(flags, [str(tmp_path / 'a.py'), str(tmp_path / 'c.py')], 'x.py', None, configs=True)
     assert capsys.readouterr().out == ''

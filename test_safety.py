@@ -419,3 +419,56 @@ def test_a_second_train_py_in_a_running_runs_folder_stops(data_dir, tmp_path):
         assert second.returncode != 0 and 'Traceback' not in second.stderr
         assert f'another train.py is running in {out}' in second.stderr.strip().splitlines()[-1]
     assert 'interrupted at iter' in err  # the first was stopped by the test, not by the others
+
+
+@pytest.mark.parametrize('stdout', ['closed', 'full'])
+def test_a_run_whose_output_fails_goes_on_training(data_dir, tmp_path, stdout):
+    """`train.py | head` closes the pipe, and /dev/full fails every write: the run is not its printing,
+    so it trains to its end and keeps its checkpoint and log, with one note on stderr."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    out = tmp_path / 'run'
+    target = subprocess.PIPE if stdout == 'closed' else open('/dev/full', 'w')
+    proc = subprocess.Popen([sys.executable, 'train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}',
+                             '--log_interval=1'], cwd=ROOT, stdout=target, stderr=subprocess.PIPE, text=True)
+    if stdout == 'closed':
+        proc.stdout.readline()  # the reader takes one line, as `head -1` does, and goes
+        proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 0, err[-2000:]
+    assert f"standard output {'closed' if stdout == 'closed' else 'failed (No space left on device)'}, so it goes on " \
+           f"without printing: {out / 'log.jsonl'} keeps every row" in err
+    rows = [json.loads(line) for line in open(out / 'log.jsonl')]
+    assert rows[-1]['iter'] == 40 and 'val_loss' in rows[-1]
+
+
+def test_a_killed_reproduction_leaves_no_run_training(data_dir, tmp_path):
+    """kill -9 of reproduce.py, which no handler sees: the training run it started stops with it (the
+    kernel's signal on its parent's death), rather than training on unseen."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import ROOT
+    runs = tmp_path / 'runs'
+    proc = subprocess.Popen([sys.executable, 'reproduce.py', f'--data_dir={data_dir}', f'--out_root={runs}',
+                             '--bench_prompt=16', '--bench_new=8', '--seeds=1', '--settings=baseline,internal', '--',
+                             '--vocab_size=512', '--n_layer=2', '--block_size=64', '--max_iters=100000',
+                             '--lr_decay_iters=100000', '--warmup_iters=8', '--taper_start=8', '--taper_end=90000',
+                             '--eval_interval=20', '--eval_iters=2'],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    while line and 'iter ' not in line:  # the first run is training
+        line = proc.stdout.readline()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+    def training():
+        return [p for p in os.listdir('/proc') if p.isdigit() and os.path.exists(f'/proc/{p}/cmdline') and
+                str(runs) in open(f'/proc/{p}/cmdline', 'rb').read().decode(errors='replace')]
+    for _ in range(600):
+        if not training():
+            break
+        time.sleep(0.1)
+    assert training() == []

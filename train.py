@@ -22,11 +22,16 @@ import signal
 import socket
 import sys
 import time
+import urllib.parse
 import uuid
 from contextlib import nullcontext
 from dataclasses import asdict
 
-import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+try:
+    import configurator  # first: a missing package or a full disk is then one sentence (its hook)
+except ModuleNotFoundError:  # this file alone, away from the repository, or PYTHONSAFEPATH=1
+    sys.exit(f"{__file__} needs the repository's other files beside it (configurator.py, model.py, ...): run it "
+             f"in a clone of the repository, with PYTHONSAFEPATH unset")
 
 import numpy as np
 import torch
@@ -164,6 +169,7 @@ def launcher():
 
 
 ddp, rank, world_size = launcher()
+sys.stdout = configurator.Printing(sys.stdout, 'train.py')  # `train.py | head` must not stop the run
 
 
 def fail(message):
@@ -216,6 +222,7 @@ try:
     config = configure_globals(globals(), sys.argv[1:], start=run_config)
 except FlagError as e:
     fail(str(e))
+sys.stdout.keeping(f"{os.path.join(config['out_dir'], 'log.jsonl')} keeps every row")
 FIXED_BY_RUN = ('data_dir', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'arch', 'norm',
                 'tied_head', 'taper', 'aux_loss', 'fakeln', 'seed', 'data_layout')  # what a resume cannot change
 files = [a for a in sys.argv[1:] if not a.startswith('-') and a.lower().endswith('.py')]
@@ -447,6 +454,16 @@ if wandb_log and rank == 0:
         import wandb
     except ImportError:
         fail("wandb_log needs the wandb package: `pip install wandb`, or drop --wandb_log")
+    wandb_mode = os.environ.get('WANDB_MODE', '').strip().lower()
+    if wandb_mode == 'disabled' or os.environ.get('WANDB_DISABLED', '').strip().lower() in ('true', '1'):
+        print("note: WANDB_MODE=disabled (or WANDB_DISABLED) is set, so --wandb_log logs nothing: unset it to log")
+    elif wandb_mode not in ('offline', 'dryrun'):  # wandb.init waits minutes for a server it cannot reach
+        wandb_host = urllib.parse.urlparse(os.environ.get('WANDB_BASE_URL') or wandb.Settings().base_url)
+        try:
+            socket.create_connection((wandb_host.hostname, wandb_host.port or 443), timeout=10).close()
+        except (OSError, UnicodeError):
+            fail(f"W&B's server ({wandb_host.hostname}) cannot be reached from here: set WANDB_MODE=offline to log "
+                 f"into ./wandb (`wandb sync` uploads it later), or drop --wandb_log")
 master = rank == 0
 end_iter = stop_iter or max_iters
 SCHEDULE = ('taper_start', 'taper_end', 'fakeln_start', 'fakeln_gap')  # a resume may not move them silently
@@ -476,10 +493,11 @@ def ours(path):
 if rank == 0 and not memory_plan:
     restore_replaced(out_dir)
     checked_state = folder_state()  # with the run it put back, if any
-for name in ('ckpt.pt', 'config.json', 'log.jsonl', 'train_time.json'):  # the files a run writes
-    if os.path.isdir(os.path.join(out_dir, name)) and not (memory_plan or eval_only):
-        fail(f"{os.path.join(out_dir, name)} is a folder where the run writes its {name}: remove or rename it, "
-             f"or choose another out_dir")
+for name in ('ckpt.pt', 'config.json', 'log.jsonl', 'train_time.json'):  # the files a run writes, via name.tmp
+    for path in (os.path.join(out_dir, name), os.path.join(out_dir, name + '.tmp')):
+        if os.path.isdir(path) and not (memory_plan or eval_only):
+            fail(f"{path} is a folder where the run writes its {name}{' first' if path.endswith('.tmp') else ''}: "
+                 f"remove or rename it, or choose another out_dir")
 if init_from != 'resume' and not memory_plan:  # a plan writes nothing
     if any(os.path.isfile(os.path.join(out_dir, f)) for f in ('train.bin', 'meta.json')):
         fail(f"out_dir={out_dir} is a data folder (it holds train.bin or meta.json): write the run elsewhere, "
@@ -1102,8 +1120,14 @@ def check_state():
 def diverged(what):
     kept = (f"the last good checkpoint, {ckpt_path} (iter {last_saved}), is kept" if last_saved is not None
             else f"no checkpoint was written and {out_dir} is as it was")
+    last = json.loads(eval_row) if eval_row else {}
+    g = get_gate(iter_num) if taper != 'none' else 1.0
+    advice = "try a lower learning_rate"
+    if g < 1 and last.get('eval_gate') == 0 and not math.isfinite(last.get('val_loss', 0.0)):  # not the rate
+        advice = (f"the gate reached g = {g:.2f} while the model at g = 0 was still non-finite at iter {last['iter']}'s "
+                  f"evaluation: a later taper_end gives it time to do without its norms, a lower learning_rate may not")
     fail(f"the model diverged ({what}) between iter {last_checked} and iter {iter_num}: stopping; "
-         f"{kept} (try a lower learning_rate)")
+         f"{kept} ({advice})")
 
 
 def save_checkpoint():
