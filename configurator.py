@@ -546,6 +546,8 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
     check_environment()
     ranks = os.environ.get('WORLD_SIZE', '1')
     if prog not in RANKED and ranks.strip() not in ('', '1'):  # torchrun would run one copy per rank
+        if os.environ.get('RANK', '0').strip() not in ('', '0'):  # rank 0 alone says it
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
         raise FlagError(f"WORLD_SIZE={ranks}: {prog} runs in one process, so start it with `python {prog}`, not "
                         f"torchrun (only train.py trains over ranks), or unset WORLD_SIZE if a shell left it set")
     values = {key: spec.default for key, spec in flags.items()}
@@ -580,8 +582,7 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
         if arg.startswith('--') and '=' in arg and arg[2:].partition('=')[0] in given and \
                 convert(arg[2:].partition('=')[0], arg.partition('=')[2], flags[arg[2:].partition('=')[0]]) != \
                 values[arg[2:].partition('=')[0]]:
-            print(f"note: --{arg[2:].partition('=')[0]} is given twice; the later value, "
-                  f"{arg.partition('=')[2]}, is used")
+            note(f"--{arg[2:].partition('=')[0]} is given twice; the later value, {arg.partition('=')[2]}, is used")
         if not arg.startswith('--'):
             if configs:
                 read = read_file(arg, values, flags, prog)
@@ -612,8 +613,8 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
         given.add(key)
     if overrides:  # stacked config files, e.g. a shell's {a,b}_{64,512} pattern expanded to several
         key, first, later = overrides[0]
-        print(f"note: later config files change {len(overrides)} value(s) that earlier ones set, e.g. {key} of "
-              f"{first} by {later}: the last config file to set a value decides it")
+        note(f"later config files change {len(overrides)} value(s) that earlier ones set, e.g. {key} of {first} by "
+             f"{later}: the last config file to set a value decides it")
     if positional:
         if not loose:
             raise FlagError(f"{prog} needs at least one {positional} argument (`python {prog} --help`)")
@@ -626,6 +627,12 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                                                                         spec.read_only_when(values)):
             check_writable(key, values[key])
     return values
+
+
+def note(text):
+    """A note on stdout, from rank 0 alone under torchrun (every rank reads the same flags)."""
+    if os.environ.get('RANK', '0').strip() in ('', '0'):
+        print(f"note: {text}")
 
 
 def known(key, flags, prog, where):
@@ -849,6 +856,21 @@ def lacking(error):
     return None
 
 
+def peer_lost(error):
+    """Under torchrun, the sentence for a collective that failed because another rank's process died
+    (killed, out of memory): '' on ranks other than 0, which say nothing; None for any other error."""
+    lost = ('Connection reset by peer', 'Connection closed by peer', 'Broken pipe', 'Socket Timeout')
+    if os.environ.get('WORLD_SIZE', '1').strip() in ('', '1') or not any(
+            type(cause).__name__ == 'DistBackendError' or isinstance(cause, RuntimeError) and
+            any(s in str(cause) for s in lost) for cause in causes(error)):
+        return None
+    if os.environ.get('RANK', '0').strip() not in ('', '0'):
+        return ''
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else 'this script'
+    return (f"{prog} stopped: another rank's process ended (killed, or out of memory?), so this one stops too; the "
+            f"run is as of its last checkpoint, and --init_from=resume under the same torchrun command continues it")
+
+
 def size_limit():
     """The largest file this process may write, in bytes (ulimit -f), or None when there is no limit."""
     import resource
@@ -892,7 +914,9 @@ def excepthook(kind, error, tb):
         prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else 'this script'
         print(f"{prog} stopped: interrupted (Ctrl-C)", file=sys.stderr)
         return
-    sentence = lacking(error)
+    sentence = lacking(error) or peer_lost(error)
+    if sentence == '':  # said by rank 0
+        return
     if sentence is None:
         sys.__excepthook__(kind, error, tb)
     else:

@@ -241,3 +241,30 @@ def test_stacked_config_files_say_which_decides(capsys, tmp_path):
     assert f"n_embd of {tmp_path / 'a.py'} by {tmp_path / 'b.py'}" in capsys.readouterr().out
     configurator.configure(flags, [str(tmp_path / 'a.py'), str(tmp_path / 'c.py')], 'x.py', None, configs=True)
     assert capsys.readouterr().out == ''
+
+
+def test_under_torchrun_rank_0_alone_speaks(monkeypatch, capsys):
+    """Every rank reads the same flags and meets the same mistake: a note or a refusal is said once, by
+    rank 0. A rank whose peer process died (gloo's 'Connection reset by peer' in a collective) stops with
+    one sentence saying so, not the collective's traceback; any other error keeps its own handling."""
+    import subprocess
+    flags = dict(max_iters=configurator.flag(10, "steps", min=1))
+    for rank in ('1', '0'):
+        monkeypatch.setenv('RANK', rank)
+        configurator.configure(flags, ['--max_iters=20', '--max_iters=200'], 'x.py', None)
+        out = capsys.readouterr().out
+        assert out == '' if rank == '1' else 'note: --max_iters is given twice' in out
+    monkeypatch.setenv('RANK', '1')
+    lost = RuntimeError('[../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:14759: Connection reset by peer')
+    monkeypatch.setenv('WORLD_SIZE', '2')
+    assert configurator.peer_lost(lost) == ''
+    monkeypatch.setenv('RANK', '0')
+    assert "another rank's process ended" in configurator.peer_lost(lost)
+    assert configurator.peer_lost(RuntimeError('mat1 and mat2 shapes cannot be multiplied')) is None
+    monkeypatch.setenv('WORLD_SIZE', '1')
+    assert configurator.peer_lost(lost) is None  # one process has no peer to lose
+    for rank in ('0', '1'):  # a one-process script under torchrun
+        proc = subprocess.run([sys.executable, 'bench.py', '--device=cpu'], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, 'WORLD_SIZE': '2', 'RANK': rank}, timeout=120)
+        assert proc.returncode == 1 and 'Traceback' not in proc.stderr
+        assert ('runs in one process' in proc.stderr) == (rank == '0'), proc.stderr
