@@ -259,3 +259,20 @@ def test_a_val_file_larger_than_the_input_is_noted(tmp_path):
                   f"--val_file={SHARED / 'tinystories' / 'train_sample.txt'}", '--vocab_size=512',
                   f'--out_dir={tmp_path / "data"}').stdout
     assert 'note: --val_file holds more documents than --input_file' in swapped
+
+
+def test_a_reproduction_on_a_slice_of_the_stories_says_so(data_dir, tmp_path, capsys):
+    """reproduce.py reuses a prepared data folder as it finds it. The quick start's folder holds the first
+    20,000 stories only (--max_stories) and sits where the reproduction looks by default: the
+    reproduction says so, and its runs are not silently trained on a slice."""
+    import shutil
+    import reproduce
+    from configurator import parse_flags
+    sliced = tmp_path / 'sliced'
+    shutil.copytree(data_dir, sliced)
+    meta = json.loads((sliced / 'meta.json').read_text())
+    (sliced / 'meta.json').write_text(json.dumps(meta | {'max_stories': 600}))
+    for folder, noted in ((data_dir, False), (sliced, True)):
+        with pytest.raises(SystemExit, match='not the 2048-piece'):  # and then its vocabulary is refused
+            reproduce.check_args(parse_flags(reproduce.FLAGS, [f'--data_dir={folder}']), [])
+        assert ('holds the first 600 training stories only' in capsys.readouterr().out) == noted

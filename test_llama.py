@@ -6,6 +6,7 @@ biases. transformers' own LlamaForCausalLM is the reference throughout.
 """
 import copy
 import math
+import os
 
 import pytest
 import torch
@@ -251,6 +252,10 @@ def test_fold_export_sample_evaluate_and_bench_a_fine_tuned_llama(smol_runs, tmp
         assert diff <= 1e-5 * scale
     out = run('fold.py', f"--out_dir={smol_runs / 'alltaper'}", f"--export_hf={tmp_path / 'hf'}").stdout
     assert 'LlamaForCausalLM' in out
+    umask = os.umask(0)
+    os.umask(umask)  # every file of the export as readable as the umask allows, the weights too
+    assert {f.name: f.stat().st_mode & 0o777 for f in (tmp_path / 'hf').iterdir()} == \
+        {f.name: 0o666 & ~umask for f in (tmp_path / 'hf').iterdir()}
     from transformers import AutoTokenizer  # the run's tokenizer travels with the export
     assert AutoTokenizer.from_pretrained(tmp_path / 'hf')('The city')['input_ids'] == [464, 1748]
     hf = LlamaForCausalLM.from_pretrained(tmp_path / 'hf').eval()

@@ -472,3 +472,19 @@ def test_a_killed_reproduction_leaves_no_run_training(data_dir, tmp_path):
             break
         time.sleep(0.1)
     assert training() == []
+
+
+def test_a_divergence_names_the_taper_when_g_0_was_already_broken(data_dir, tmp_path):
+    """The advice after a divergence follows its cause. A model whose g = 0 evaluation was already
+    non-finite (d = 512 and 8 layers, tapered over two steps) diverges as g reaches 0, at any learning
+    rate: the advice is a longer taper. A learning rate too high for a model still at g = 0.5, whose
+    g = 0 evaluations were finite, gets the advice to lower it."""
+    common = ['--device=cpu', f'--data_dir={data_dir}', '--max_iters=4', '--eval_interval=2', '--eval_iters=1',
+              '--log_interval=1', '--batch_size=2', '--block_size=32', '--warmup_iters=1', '--lr_decay_iters=4',
+              '--taper_start=1', '--taper_end=3']
+    broken = run('train.py', 'config/taper_all_512.py', *common, f'--out_dir={tmp_path / "wide"}', check=False)
+    assert broken.returncode == 1 and 'a later taper_end gives it time' in broken.stderr, broken.stderr[-2000:]
+    assert 'try a lower learning_rate' not in broken.stderr
+    rate = run('train.py', *common, '--vocab_size=512', '--n_layer=2', '--n_head=4', '--n_embd=64', '--taper=all',
+               '--learning_rate=0.1', '--batch_size=8', '--block_size=64', f'--out_dir={tmp_path / "fast"}', check=False)
+    assert rate.returncode == 1 and 'try a lower learning_rate' in rate.stderr, rate.stderr[-2000:]
