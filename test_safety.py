@@ -132,9 +132,11 @@ def test_a_resume_continues_the_run_with_its_own_config(data_dir, tmp_path):
     assert json.load(open(tmp_path / 'bare' / 'config.json'))['n_layer'] == 2  # rewritten from the checkpoint
 
 
-def test_a_scheduler_kill_rolls_back_like_ctrl_c(data_dir, tmp_path):
-    """SIGTERM (a cluster's time limit) after the first checkpoint: one sentence naming the kept
-    checkpoint, out_dir as of that checkpoint, and the resume finishes the run."""
+@pytest.mark.parametrize('stop', ['SIGTERM', 'SIGUSR1', 'SIGHUP', 'SIGXCPU'])
+def test_a_scheduler_kill_rolls_back_like_ctrl_c(data_dir, tmp_path, stop):
+    """SIGTERM (a cluster's time limit), SIGUSR1 (SLURM's warning that it is near), SIGHUP (the terminal
+    closed) or SIGXCPU (ulimit -t ran out) after the first checkpoint: one sentence naming the kept
+    checkpoint and why the run stopped, out_dir as of that checkpoint, and the resume finishes the run."""
     import signal
     import subprocess
     import sys
@@ -148,10 +150,11 @@ def test_a_scheduler_kill_rolls_back_like_ctrl_c(data_dir, tmp_path):
     while not (out / 'ckpt.pt').exists() or len(rows(out)) < 8:  # past the first checkpoint (iter 20)
         assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.2)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(getattr(signal, stop))
     _, err = proc.communicate(timeout=120)
     lines = err.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and 'is as of its last checkpoint' in lines[0], err
+    assert {'SIGTERM': 'SIGTERM', 'SIGUSR1': 'SIGUSR1', 'SIGHUP': 'terminal closed', 'SIGXCPU': 'ulimit -t'}[stop] in err
     import torch
     kept = torch.load(out / 'ckpt.pt', weights_only=True)['iter_num']
     assert max(r['iter'] for r in rows(out)) <= kept  # the log rolled back to its commit
@@ -488,3 +491,36 @@ def test_a_divergence_names_the_taper_when_g_0_was_already_broken(data_dir, tmp_
     rate = run('train.py', *common, '--vocab_size=512', '--n_layer=2', '--n_head=4', '--n_embd=64', '--taper=all',
                '--learning_rate=0.1', '--batch_size=8', '--block_size=64', f'--out_dir={tmp_path / "fast"}', check=False)
     assert rate.returncode == 1 and 'try a lower learning_rate' in rate.stderr, rate.stderr[-2000:]
+
+
+@pytest.mark.parametrize('change', ['folder renamed', 'folder removed', 'log removed'])
+def test_a_run_folder_changed_under_a_running_run_is_named(data_dir, tmp_path, change):
+    """Another terminal renames or deletes the run folder, or deletes its log, while the run trains: the
+    run stops at its next log write with one sentence (never a traceback from its roll-back), and a
+    renamed run, or one whose log went, resumes from its last checkpoint."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import ROOT
+    out = tmp_path / 'run'
+    proc = subprocess.Popen([sys.executable, str(ROOT / 'train.py'), *TINY, f'--data_dir={data_dir}', f'--out_dir={out}',
+                             '--max_iters=400', '--lr_decay_iters=400', '--taper_end=300', '--eval_interval=20'],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    while not (out / 'ckpt.pt').exists() or len(rows(out)) < 8:  # past the first checkpoint (iter 20)
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGSTOP)  # the change lands between two of its writes
+    moved = tmp_path / 'moved'
+    {'folder renamed': lambda: out.rename(moved), 'folder removed': lambda: shutil.rmtree(out),
+     'log removed': lambda: (out / 'log.jsonl').unlink()}[change]()
+    proc.send_signal(signal.SIGCONT)
+    err = proc.communicate(timeout=120)[1]
+    lines = err.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and 'Traceback' not in err, err
+    assert ('was removed while the run trained' if change == 'log removed' else f'{out} is gone') in lines[0]
+    if change != 'folder removed':
+        folder = moved if change == 'folder renamed' else out
+        run('train.py', '--init_from=resume', f'--out_dir={folder}', '--stop_iter=60')
+        assert rows(folder)[-1]['iter'] == 60

@@ -931,9 +931,15 @@ def write_bytes(path, data):
 def cannot_write(path, error):
     """Stop on a write that failed (the roll-back then restores out_dir), with its half-written .tmp gone."""
     path = str(path).removesuffix('.tmp')
+    if not os.path.isdir(out_dir):  # removed or renamed under the running run
+        fail(f"{out_dir} is gone: it was removed or renamed while the run trained, so the run stops (if it was "
+             f"moved, --init_from=resume --out_dir=<its new place> continues it from its last checkpoint)")
     for f in (path + '.tmp', ckpt_path + '.tmp', log_path + '.tmp'):
-        if os.path.isfile(f):
-            os.remove(f)
+        try:
+            if os.path.isfile(f):
+                os.remove(f)
+        except OSError:  # an append-only folder (chattr +a) keeps it
+            pass
     kept = f"; {out_dir} is as of its last checkpoint (iter {last_saved})" if last_saved is not None else \
         f"; {out_dir} is as it was"
     reason = write_failure(error, path)
@@ -983,11 +989,21 @@ def commit():
         os.rmdir(replaced_dir)
 
 
+# The signals that stop a run, each with the words that say why; the kernel's SIGKILL cannot be caught, and
+# leaves the run as of its last checkpoint too.
+STOPS = {signal.SIGINT: "interrupted", signal.SIGTERM: "stopped (SIGTERM)",
+         signal.SIGHUP: "stopped: its terminal closed (SIGHUP; nohup or tmux keeps a run going)",
+         signal.SIGQUIT: "stopped (Ctrl-\\, SIGQUIT)",
+         signal.SIGUSR1: "stopped by SIGUSR1 (a scheduler's warning that the job's time is up?)",
+         signal.SIGUSR2: "stopped by SIGUSR2 (a scheduler's warning that the job's time is up?)",
+         signal.SIGXCPU: "stopped: the CPU-time limit (ulimit -t) ran out"}
+
+
 def roll_back():
     """A run that fails: out_dir as it was at the last commit (before the run, if it made none)."""
-    if not original:
+    if not original or not os.path.isdir(out_dir):  # nothing written yet, or the folder is gone
         return
-    if committed is not None:
+    if committed is not None and os.path.isfile(log_path):
         with open(log_path, 'r+b') as f:
             f.truncate(committed)
     for name, data in original.items():
@@ -1170,6 +1186,11 @@ def log(row):
         print(' '.join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                        for k, v in row.items() if not isinstance(v, list)))
         if original:
+            if not os.path.isfile(log_path) and os.path.isdir(out_dir):  # deleted by another program
+                fail(f"{log_path} was removed while the run trained, so the run stops: {ckpt_path} (iter "
+                     f"{last_saved}) is kept, and --init_from=resume continues it with a log from there"
+                     if last_saved is not None else f"{log_path} was removed while the run trained, so the run "
+                     f"stops before its first checkpoint: start it again")
             try:
                 with open(log_path, 'a') as f:
                     f.write(json.dumps(row) + '\n')
@@ -1259,11 +1280,12 @@ while True:
         if master:
             atexit.register(roll_back)  # any exit before the run's end: out_dir as of its last checkpoint
             open_run()
-        for stop in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, or a scheduler's kill: the same roll-back
-            signal.signal(stop, lambda *_: fail(
-                f"interrupted at iter {iter_num}: {out_dir} is as of its last checkpoint "
-                f"(iter {last_saved}); --init_from=resume continues from there" if last_saved is not None else
-                f"interrupted at iter {iter_num} before the first checkpoint: {out_dir} is as it was"))
+        for stop, why in STOPS.items():  # Ctrl-C, a scheduler's kill or warning, a limit: the same roll-back
+            if stop in (signal.SIGINT, signal.SIGTERM) or signal.getsignal(stop) == signal.SIG_DFL:  # not nohup's
+                signal.signal(stop, lambda signum, _: fail(
+                    f"{STOPS[signum]} at iter {iter_num}: {out_dir} is as of its last checkpoint (iter "
+                    f"{last_saved}); --init_from=resume continues from there" if last_saved is not None else
+                    f"{STOPS[signum]} at iter {iter_num} before the first checkpoint: {out_dir} is as it was"))
 
     if logging:
         if ddp:
