@@ -31,6 +31,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import textwrap
@@ -539,10 +540,11 @@ def check_cache(name, path):
 RANKED = ('train.py',)
 
 
-def configure(flags, argv, prog, doc, configs=False, positional=None, start=None):
+def configure(flags, argv, prog, doc, configs=False, positional=None, start=None, layered_note=True):
     """Apply config files (configs=True: bare arguments name them) and --key=value arguments, in
     order, to the declared flags; return the resolved values as a dict. --help prints the flags.
-    start, a dict, replaces the defaults of the flags it names (train.py's resume: the run's config)."""
+    start, a dict, replaces the defaults of the flags it names (train.py's resume: the run's config).
+    layered_note=False leaves the note on config files that change each other's values to the caller."""
     check_environment()
     ranks = os.environ.get('WORLD_SIZE', '1')
     if prog not in RANKED and ranks.strip() not in ('', '1'):  # torchrun would run one copy per rank
@@ -562,6 +564,8 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
         arg = argv[i]
         i += 1
         if arg in ('-h', '--help'):
+            if isinstance(sys.stdout, Printing):  # the help is all this invocation's work
+                sys.stdout.kept = None
             try:
                 print(usage(flags, prog, doc, configs, positional), flush=True)
             except BrokenPipeError:  # `--help | head`: the reader has what it wanted
@@ -611,7 +615,7 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                 raise FlagError(f"--{key} needs a value: write --{key}=VALUE, where {key} takes {spec.rule()}")
         values[key] = convert(key, raw, spec)
         given.add(key)
-    if overrides:  # stacked config files, e.g. a shell's {a,b}_{64,512} pattern expanded to several
+    if overrides and layered_note:  # stacked config files, e.g. a shell's {a,b}_{64,512} pattern expanded to several
         key, first, later = overrides[0]
         note(f"later config files change {len(overrides)} value(s) that earlier ones set, e.g. {key} of {first} by "
              f"{later}: the last config file to set a value decides it")
@@ -907,12 +911,16 @@ def write_failure(error, path):
 
 
 def excepthook(kind, error, tb):
+    if isinstance(error, StdoutFailed):
+        print(error.args[0], file=sys.stderr)
+        return
     if isinstance(error, BrokenPipeError):  # `... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     if isinstance(error, KeyboardInterrupt):  # Ctrl-C: the user's own stop, not a failure to explain
         prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else 'this script'
-        print(f"{prog} stopped: interrupted (Ctrl-C)", file=sys.stderr)
+        print(f"{prog} stopped: {error.args[0] if isinstance(error, Stopped) else 'interrupted (Ctrl-C)'}",
+              file=sys.stderr)
         return
     sentence = lacking(error) or peer_lost(error)
     if sentence == '':  # said by rank 0
@@ -926,13 +934,42 @@ def excepthook(kind, error, tb):
 sys.excepthook = excepthook
 
 
+class Stopped(KeyboardInterrupt):
+    """A stop by signal (a scheduler's SIGTERM, a closed terminal's SIGHUP), raised where the script is, so
+    that its clean-up runs as after Ctrl-C (a half-written file removed) and the hook says why."""
+
+
+def stopped(signum, frame):
+    raise Stopped({signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "its terminal closed (SIGHUP)"}[signum])
+
+
+if os.path.dirname(os.path.abspath(getattr(sys.modules['__main__'], '__file__', '') or '.')) == \
+        os.path.dirname(os.path.abspath(__file__)):  # a script of this repository, not a program importing it
+    for _signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(_signum) == signal.SIG_DFL:  # nohup's ignored SIGHUP stays ignored
+            signal.signal(_signum, stopped)
+
+
+# What keeps the work of each script whose work is files, when its standard output fails; the others'
+# work is what they print.
+KEPT = {'train.py': "the run folder's log.jsonl keeps every row", 'fold.py': "its files are written as before",
+        'prepare_tinystories.py': "its data folder is written as before",
+        'prepare_owt.py': "its data folder is written as before", 'plot.py': "its figures are written as before",
+        'gpu_check.py': "its report.md is written as before", 'reproduce.py': "its runs and results are written as before"}
+
+
+class StdoutFailed(Exception):  # not an OSError, which a script takes for a failed file write
+    """Standard output failed (a full device) under a script whose work is what it prints."""
+
+
 class Printing:
-    """sys.stdout for a run that must not stop over its printing: when the stream fails (`train.py | head`
-    closed the pipe, or it is on a full device), the run goes on printing nothing there, and once kept
-    is set (what keeps the run's output instead), one note on stderr says so."""
+    """sys.stdout of a script. When the stream fails (`| head` closed the pipe, or it is on a full device),
+    a script whose work is files (KEPT) goes on printing nothing there, and one note on stderr says what
+    keeps its work; any other script stops, quietly for a reader that left (`| head` has what it wanted),
+    else with one sentence naming standard output, not the disk its files are on."""
 
     def __init__(self, stream, prog):
-        self.stream, self.prog, self.kept, self.why = stream, prog, None, None
+        self.stream, self.prog, self.kept, self.why = stream, prog, KEPT.get(prog), None
 
     def write(self, text):
         return self.guarded(self.stream.write, text) or len(text)
@@ -945,24 +982,35 @@ class Printing:
             return None
         try:
             return call(*args)
-        except OSError as e:  # BrokenPipeError, ENOSPC: the stream, never the run, has failed
+        except OSError as e:  # BrokenPipeError, ENOSPC: the stream, not the work, has failed
             os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())  # its buffer's last flush too
             self.why = "closed" if isinstance(e, BrokenPipeError) else f"failed ({e.strerror or e})"
-            self.keeping(self.kept)
+            if self.kept is None and isinstance(e, BrokenPipeError):
+                raise
+            if self.kept is None:
+                raise StdoutFailed(f"{self.prog} stopped: its standard output {self.why}: print to a terminal, or "
+                                   f"redirect it to a file on a disk with space") from None
+            try:
+                print(f"note: {self.prog}'s standard output {self.why}, so it goes on without printing: {self.kept}",
+                      file=sys.stderr, flush=True)
+            except OSError:  # stderr gone with it: the work still goes on
+                pass
             return None
 
-    def keeping(self, kept):
-        """kept: what keeps the output (the run's log); a stream already lost is said now."""
-        self.kept = kept
-        if self.why and kept:
-            try:
-                print(f"note: {self.prog}'s standard output {self.why}, so it goes on without printing: {kept}",
-                      file=sys.stderr, flush=True)
-            except OSError:  # stderr gone with it: the run still goes on
-                pass
-
-    def __getattr__(self, name):  # fileno, isatty, encoding, ...
+    def __getattr__(self, name):  # fileno, isatty, encoding, reconfigure, ...
         return getattr(self.stream, name)
+
+
+def printing(prog):
+    """sys.stdout as a Printing for prog, made once (the scripts' import of this module makes it)."""
+    if not isinstance(sys.stdout, Printing) and sys.stdout is not None:
+        sys.stdout = Printing(sys.stdout, prog)
+    return sys.stdout
+
+
+if os.path.dirname(os.path.abspath(getattr(sys.modules['__main__'], '__file__', '') or '.')) == \
+        os.path.dirname(os.path.abspath(__file__)):  # a script of this repository
+    printing(os.path.basename(sys.modules['__main__'].__file__))
 
 
 def run_as_module(doc, instead):

@@ -253,7 +253,7 @@ def describe(config, nproc=1, gpu_gb=80, ranks=None):
 
 def resolve(argv):
     """train.py's resolved config for argv (config files, --key=value)."""
-    return configure(train_flags(), argv, 'train.py', None, configs=True)
+    return configure(train_flags(), argv, 'train.py', None, configs=True, layered_note=False)  # main's note says it
 
 
 def device_bytes(device):
@@ -329,7 +329,7 @@ def hf_shaped(config, argv):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    values = configure({**train_flags(), **FLAGS}, argv, 'memory.py', __doc__, configs=True)
+    values = configure({**train_flags(), **FLAGS}, argv, 'memory.py', __doc__, configs=True, layered_note=False)
     nproc, gpu_gb = values['nproc'], values['gpu_gb']
     run_dir = values['init_from'] if os.path.isfile(os.path.join(values['init_from'], 'ckpt.pt')) else None
     if run_dir:

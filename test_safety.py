@@ -303,9 +303,11 @@ def heeds_ctrl_c():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_in_a_script_is_one_line(data_dir, tmp_path):
-    """Ctrl-C (SIGINT) in a script that does not train, here sample.py mid-generation, stops it with one
-    line on stderr through the scripts' shared hook, not a KeyboardInterrupt traceback."""
+@pytest.mark.parametrize('how', ['SIGINT', 'SIGTERM'])
+def test_ctrl_c_in_a_script_is_one_line(data_dir, tmp_path, how):
+    """Ctrl-C (SIGINT) or a scheduler's SIGTERM in a script that does not train, here sample.py
+    mid-generation, stops it with one line on stderr through the scripts' shared hook: not a
+    KeyboardInterrupt traceback, and not SIGTERM's silent death."""
     import signal
     import subprocess
     import sys
@@ -318,10 +320,11 @@ def test_ctrl_c_in_a_script_is_one_line(data_dir, tmp_path):
                             text=True, preexec_fn=heeds_ctrl_c)
     while '---' not in proc.stdout.readline():  # its first sample is out: it is generating
         pass
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, how))
     _, err = proc.communicate(timeout=120)
     lines = [line for line in err.splitlines() if line.strip()]
-    assert lines == ['sample.py stopped: interrupted (Ctrl-C)'], err[-2000:]
+    assert proc.returncode != 0 and lines == [f"sample.py stopped: "
+                                              f"{'interrupted (Ctrl-C)' if how == 'SIGINT' else 'terminated (SIGTERM)'}"], err[-2000:]
 
 
 @pytest.mark.parametrize('how', ['SIGTERM', 'SIGINT'])
@@ -441,7 +444,7 @@ def test_a_run_whose_output_fails_goes_on_training(data_dir, tmp_path, stdout):
     err = proc.stderr.read()
     assert proc.wait(timeout=300) == 0, err[-2000:]
     assert f"standard output {'closed' if stdout == 'closed' else 'failed (No space left on device)'}, so it goes on " \
-           f"without printing: {out / 'log.jsonl'} keeps every row" in err
+           f"without printing: the run folder's log.jsonl keeps every row" in err
     rows = [json.loads(line) for line in open(out / 'log.jsonl')]
     assert rows[-1]['iter'] == 40 and 'val_loss' in rows[-1]
 
@@ -524,3 +527,26 @@ def test_a_run_folder_changed_under_a_running_run_is_named(data_dir, tmp_path, c
         folder = moved if change == 'folder renamed' else out
         run('train.py', '--init_from=resume', f'--out_dir={folder}', '--stop_iter=60')
         assert rows(folder)[-1]['iter'] == 60
+
+
+def test_a_script_whose_output_fails_keeps_its_files_or_says_so(data_dir, tmp_path):
+    """Standard output on a full device: a script whose work is files (fold.py here) writes them all, with
+    one note; a script whose work is what it prints (sample.py) stops with one sentence naming standard
+    output, never a full disk it does not write to."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    out = tmp_path / 'run'
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=4', '--lr_decay_iters=4',
+        '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--eval_interval=4')
+    for script, args in (('fold.py', [f'--out_dir={out}']), ('sample.py', [f'--out_dir={out}', '--device=cpu'])):
+        with open('/dev/full', 'w') as full:
+            proc = subprocess.run([sys.executable, script, *args], cwd=ROOT, stdout=full, stderr=subprocess.PIPE,
+                                  text=True, timeout=300)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and 'Traceback' not in proc.stderr and 'disk is full' not in proc.stderr, proc.stderr
+        if script == 'fold.py':
+            assert proc.returncode == 0 and (out / 'ckpt_folded.pt').exists()
+            assert "standard output failed (No space left on device), so it goes on" in lines[0]
+        else:
+            assert proc.returncode == 1 and lines[0].startswith('sample.py stopped: its standard output failed')

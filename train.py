@@ -169,7 +169,7 @@ def launcher():
 
 
 ddp, rank, world_size = launcher()
-sys.stdout = configurator.Printing(sys.stdout, 'train.py')  # `train.py | head` must not stop the run
+configurator.printing('train.py')  # `train.py | head` must not stop the run
 
 
 def fail(message):
@@ -222,7 +222,6 @@ try:
     config = configure_globals(globals(), sys.argv[1:], start=run_config)
 except FlagError as e:
     fail(str(e))
-sys.stdout.keeping(f"{os.path.join(config['out_dir'], 'log.jsonl')} keeps every row")
 FIXED_BY_RUN = ('data_dir', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'arch', 'norm',
                 'tied_head', 'taper', 'aux_loss', 'fakeln', 'seed', 'data_layout')  # what a resume cannot change
 files = [a for a in sys.argv[1:] if not a.startswith('-') and a.lower().endswith('.py')]
@@ -863,13 +862,16 @@ def read_log_rows(path, before):
     lines = open(path, encoding='utf-8-sig').read().splitlines()  # a BOM from a Windows editor
     rows = []
     for n, line in enumerate(lines, 1):
+        if not line.strip():  # a blank line an editor left
+            continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
-            if n == len(lines):
+            if n == len(lines) and line.lstrip().startswith('{'):  # a row cut short
                 print(f"warning: dropped the torn last line of {path} (a run killed while writing it)")
                 break
-            fail(f"{path}, line {n}, is not JSON: repair or remove that line, then resume again")
+            fail(f"{path}, line {n}, is not JSON ({line.strip()[:30]!r}; the log holds JSON rows only): move that "
+                 f"line out, or repair it, then resume again")
         if not (isinstance(row, dict) and isinstance(row.get('iter'), int)):
             fail(f"{path}, line {n}, has no 'iter' step number: repair or remove that line, then resume again")
         if row['iter'] < before:
