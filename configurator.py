@@ -32,6 +32,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import textwrap
@@ -214,6 +215,10 @@ def convert_list(key, value, spec):
     twice = sorted({x for x in out if out.count(x) > 1}, key=str)
     if spec.unique and twice:
         raise FlagError(f"{key} lists {', '.join(map(str, twice))} more than once: {key} takes {spec.rule()}")
+    same = [os.path.realpath(x) if spec.path and isinstance(x, str) and os.path.exists(x) else x for x in out]
+    alias = [x for x, s in zip(out, same) if same.count(s) > 1]
+    if spec.unique and alias:  # one file under two spellings: a.txt and d/../a.txt, or a link to it
+        raise FlagError(f"{key} names one file twice, as {alias[0]} and {alias[1]}: {key} takes {spec.rule()}")
     return tuple(out)
 
 
@@ -678,13 +683,14 @@ def read_file(path, values, flags, prog):
         where = next((k for k in ('out_dir', 'data_dir') if k in flags), None)
         hint = f"; a folder is named with a flag, e.g. --{where}={path}" if where else ""
         raise FlagError(f"{named} is a folder, not a config file (a file such as config/taper_internal_512.py){hint}")
+    piped = os.path.exists(path) and stat.S_ISFIFO(os.stat(path).st_mode)  # train.py <(printf 'max_iters = 8')
     if not path.lower().endswith('.py') and not os.path.exists(path) and 'start' in flags:
         raise FlagError(f"{path!r} is neither a flag nor a config file: a prompt is given as --start=..., e.g. "
                         f"--start={shlex.quote(path)}")
-    if not path.lower().endswith('.py'):  # config/Mine.PY too
+    if not path.lower().endswith('.py') and not piped:  # config/Mine.PY too
         raise FlagError(f"{named} is not a config file: a config file is Python (.py) that assigns values, "
                         f"e.g. learning_rate = 3e-4" + checkpoint_hint(path, flags))
-    if not os.path.isfile(path):
+    if not os.path.isfile(path) and not piped:
         raise FlagError(f"config file {named} not found (arguments that are not --key=value name config files)")
     namespace = dict(values)
     try:

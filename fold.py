@@ -184,6 +184,18 @@ def hold(path):
         fail(f"another fold.py is folding {path} right now: wait for it to end; its output is then there")
 
 
+def training_in(folder):
+    """Whether a train.py is training in folder now: it holds the folder's lock (train.hold_out_dir)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # let go at once, as the fd closes
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 staged = None  # the export's staging folder, once this process holds it (claim)
 
 
@@ -402,6 +414,10 @@ def main(argv=None):
     except ValueError as e:
         fail(f"cannot fold {path}: {e}")
     out = check_outputs(args, path)
+    if training_in(os.path.dirname(os.path.abspath(out))):  # its --overwrite or resume would outlive this fold
+        fail(f"a train.py is training in {os.path.dirname(os.path.abspath(out))} right now, and {out} would sit "
+             f"beside that run: fold once it ends, or write the folded file elsewhere with --out=<a path in "
+             f"another folder>")
     if args.export_hf is not None:
         from hf import check_exportable
         try:

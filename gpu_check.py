@@ -399,6 +399,7 @@ def main():
         if need and need not in chosen and not previous.get(need, {}).get('ok'):
             fail(f"the {name} step reads what the {need} step writes, which has not run in {root}: add {need} "
                  f"to --only, or drop --only to run every step")
+    lock = configurator.FolderLock(root, 'gpu_check.py')  # one check at a time writes root (held up front if there)
     if os.path.isdir(root) and os.listdir(root) and not os.path.isfile(f'{root}/report.json'):
         fail(f"{root} holds files that gpu_check.py did not write (it has no report.json): choose a new or "
              f"empty --out_dir")
@@ -406,6 +407,7 @@ def main():
         os.makedirs(root, exist_ok=True)
     except OSError as e:
         fail(f"cannot create {root} ({e.strerror}): choose another --out_dir")
+    lock.hold()
     results = []
     for name, function in listed:
         if name not in chosen:

@@ -279,6 +279,20 @@ NUMBERS = {'gpt2': ('vocab_size', 'n_positions', 'n_embd', 'n_layer', 'n_head', 
                      'num_attention_heads', 'num_key_value_heads', 'head_dim', 'rms_norm_eps', 'rope_theta')}
 
 
+def lfs_pointer(folder):
+    """The first weight file in a local folder that is a Git LFS pointer (a small text file naming the
+    real one), or None."""
+    if not os.path.isdir(str(folder)):
+        return None
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(str(folder), name)
+        if name.endswith(('.safetensors', '.bin')) and os.path.isfile(path) and os.path.getsize(path) < 1024:
+            with open(path, 'rb') as f:
+                if f.read(24) == b'version https://git-lfs.':
+                    return path
+    return None
+
+
 def pretrained_config(name_or_dir, block_size=None, **overrides):
     """The GPTConfig of an HF GPT-2 or Llama-family checkpoint, read from its config.json alone (no
     weights are loaded), or a ValueError of one sentence naming what this model cannot compute."""
@@ -304,6 +318,10 @@ def pretrained_config(name_or_dir, block_size=None, **overrides):
         if lacking:
             raise ValueError(f"{name_or_dir} lacks {lacking[0]}, one of the {len(shards)} weight files its "
                              f"model.safetensors.index.json names (a download cut short?): download the model again")
+    pointer = lfs_pointer(name_or_dir)
+    if pointer:
+        raise ValueError(f"{pointer} is a Git LFS pointer, not the weights (the folder was cloned without git-lfs): "
+                         f"run `git lfs pull` in {name_or_dir}, or download the model again")
     if hc.model_type not in ('gpt2', 'llama'):
         raise ValueError(f"{name_or_dir} is a {hc.model_type!r} model: only GPT-2 and Llama-family "
                          f"(LlamaForCausalLM) checkpoints load")

@@ -256,8 +256,17 @@ def plot_metric(ax, groups, key, smooth=0.0):
 
 
 def save(fig, out_dir, name):
+    """Write the figure aside, then rename it over path: a figure that is a link is replaced, never written
+    through to the file it names, and a killed plot leaves no half-written figure."""
     path = os.path.join(out_dir, name)
-    fig.savefig(path, dpi=150, bbox_inches="tight", metadata=figure_metadata(path, "plot.py"))
+    aside = os.path.join(out_dir, f".{name}.tmp")
+    try:
+        fig.savefig(aside, dpi=150, bbox_inches="tight", metadata=figure_metadata(path, "plot.py"),
+                    format=os.path.splitext(name)[1][1:])
+        os.replace(aside, path)
+    finally:
+        if os.path.exists(aside):
+            os.remove(aside)
     import matplotlib.pyplot as plt
     plt.close(fig)
     print(f"wrote {path}")

@@ -72,10 +72,12 @@ if start.startswith('FILE:'):
     prompt_file = os.path.expanduser(start[5:].strip())  # FILE: prompt.txt; a ~ the shell left, after the colon
     if os.path.isdir(prompt_file):
         fail(f"{prompt_file} is a folder: --start=FILE:path names a text file")
-    if not os.path.isfile(prompt_file):
+    piped = os.path.exists(prompt_file) and not os.path.isfile(prompt_file)  # FILE:/dev/stdin, FILE:<(...)
+    if not os.path.isfile(prompt_file) and not piped:
         fail(f"no prompt file at {prompt_file}: --start=FILE:path names a text file")
     try:
-        not_utf8('start', prompt_file, subject=f"the prompt file {prompt_file}")
+        if not piped:  # a pipe is read once, below
+            not_utf8('start', prompt_file, subject=f"the prompt file {prompt_file}")
     except FlagError as e:
         fail(str(e))
     try:

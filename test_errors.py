@@ -573,6 +573,16 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'was prepared again since, with another tokenizer: prepare the run\'s data once more, with a 512-token', None),
     ('diagnose: a run whose data folder was prepared again', 'diagnose.py', ['--out_dir={root}/reprep_run'],
      'was prepared again since, with another tokenizer', None),
+    ('resume a run whose data path is a link since repointed', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/linkrep_run', '--device=cpu', '--max_iters=8', '--lr_decay_iters=8'],
+     'a path through a symbolic link, now to', None),
+    ('prepare: one text file twice, under two spellings', 'prepare_tinystories.py',
+     ['--input_file={shared}/tinystories/train_sample.txt,{shared}/tinystories/../tinystories/train_sample.txt',
+      '--out_dir={root}/twice'], 'names one file twice, as', None),
+    ('sample: an HF folder cloned without git-lfs', 'sample.py', ['--init_from={root}/llama_lfs', '--device=cpu'],
+     'is a Git LFS pointer, not the weights', None),
+    ('train: fine-tune an HF folder cloned without git-lfs', 'train.py', [*T, '--init_from={root}/llama_lfs', *LLAMA_HF],
+     'is a Git LFS pointer, not the weights', None),
     ('plot: a log compressed under its own name', 'plot.py', ['{root}/gzlog', '--out_dir={root}/plgz'],
      'log.jsonl is gzip-compressed: unpack it in place first', None),
     ('plot: a stray text file among the runs', 'plot.py', ['{root}/run', '{root}/small.txt', '--out_dir={root}/plstray'],
@@ -1238,6 +1248,14 @@ def make_workspace(root, data_dir):
     run('train.py', *TINY, f'--data_dir={root}/reprep', f'--out_dir={root}/reprep_run', '--max_iters=4',
         '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--lr_decay_iters=4', '--eval_interval=4')
     shutil.copytree(f'{root}/other_tok', f'{root}/reprep', dirs_exist_ok=True)
+    shutil.copytree(f'{root}/reprep_run', f'{root}/linkrep_run')  # trained through a link since repointed
+    os.symlink(f'{root}/reprep', f'{root}/datalink')
+    ckpt = torch.load(f'{root}/linkrep_run/ckpt.pt', weights_only=True)
+    ckpt['config']['data_dir'] = f'{root}/datalink'
+    torch.save(ckpt, f'{root}/linkrep_run/ckpt.pt')
+    shutil.copytree(f'{root}/llama', f'{root}/llama_lfs')  # cloned without git-lfs: pointers for weights
+    open(f'{root}/llama_lfs/model.safetensors', 'w').write('version https://git-lfs.github.com/spec/v1\n'
+                                                           'oid sha256:' + '0' * 64 + '\nsize 1234567\n')
 
 
 def run_case(case, root, data_dir, server=None):

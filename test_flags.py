@@ -268,3 +268,21 @@ def test_under_torchrun_rank_0_alone_speaks(monkeypatch, capsys):
                               env={**os.environ, 'WORLD_SIZE': '2', 'RANK': rank}, timeout=120)
         assert proc.returncode == 1 and 'Traceback' not in proc.stderr
         assert ('runs in one process' in proc.stderr) == (rank == '0'), proc.stderr
+
+
+def test_a_config_file_or_a_prompt_through_a_pipe_is_read(tmp_path):
+    """A config file given by process substitution (train.py <(printf ...), a path like /dev/fd/63 without
+    .py) is Python like any other; a prompt piped in as --start=FILE:/dev/stdin is read once, whole."""
+    import subprocess
+    import threading
+    fifo = tmp_path / 'cfg'
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text('max_iters = 8\nlearning_rate = 2e-3\n'), daemon=True)
+    writer.start()
+    flags = dict(max_iters=configurator.flag(10, "steps", min=1), learning_rate=configurator.flag(1e-3, "rate", above=0))
+    assert configurator.configure(flags, [str(fifo)], 'x.py', None, configs=True) == dict(max_iters=8, learning_rate=2e-3)
+    writer.join()
+    proc = subprocess.run([sys.executable, 'sample.py', '--init_from=gpt2', '--start=FILE:/dev/stdin'], cwd=ROOT,
+                          input='Once upon a time', capture_output=True, text=True, timeout=120,
+                          env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+    assert 'could not download gpt2' in proc.stderr, proc.stderr  # past the prompt, read: the model is next

@@ -146,7 +146,7 @@ def test_a_scheduler_kill_rolls_back_like_ctrl_c(data_dir, tmp_path, stop):
     args = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=400', '--lr_decay_iters=400',
             '--taper_end=300', '--eval_interval=20']
     proc = subprocess.Popen([sys.executable, str(ROOT / 'train.py'), *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=heeds_ctrl_c)
     while not (out / 'ckpt.pt').exists() or len(rows(out)) < 8:  # past the first checkpoint (iter 20)
         assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.2)
@@ -297,10 +297,12 @@ def test_one_prepare_at_a_time_writes_a_data_folder(data_dir, tmp_path):
 
 
 def heeds_ctrl_c():
-    """In a child about to start a script: Ctrl-C's default action, which a shell that started the test
-    run in the background (`cmd &`) set to ignored, and the child would inherit."""
+    """In a child about to start a script: the default actions of Ctrl-C and SIGHUP, which a shell that
+    started the test run in the background (`cmd &`), or nohup, set to ignored, and the child would
+    inherit."""
     import signal
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize('how', ['SIGINT', 'SIGTERM'])
@@ -496,7 +498,7 @@ def test_a_divergence_names_the_taper_when_g_0_was_already_broken(data_dir, tmp_
     assert rate.returncode == 1 and 'try a lower learning_rate' in rate.stderr, rate.stderr[-2000:]
 
 
-@pytest.mark.parametrize('change', ['folder renamed', 'folder removed', 'log removed'])
+@pytest.mark.parametrize('change', ['folder renamed', 'folder removed', 'log removed', 'log emptied'])
 def test_a_run_folder_changed_under_a_running_run_is_named(data_dir, tmp_path, change):
     """Another terminal renames or deletes the run folder, or deletes its log, while the run trains: the
     run stops at its next log write with one sentence (never a traceback from its roll-back), and a
@@ -517,14 +519,17 @@ def test_a_run_folder_changed_under_a_running_run_is_named(data_dir, tmp_path, c
     proc.send_signal(signal.SIGSTOP)  # the change lands between two of its writes
     moved = tmp_path / 'moved'
     {'folder renamed': lambda: out.rename(moved), 'folder removed': lambda: shutil.rmtree(out),
-     'log removed': lambda: (out / 'log.jsonl').unlink()}[change]()
+     'log removed': lambda: (out / 'log.jsonl').unlink(), 'log emptied': lambda: (out / 'log.jsonl').write_text('')}[change]()
     proc.send_signal(signal.SIGCONT)
     err = proc.communicate(timeout=120)[1]
     lines = err.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and 'Traceback' not in err, err
-    assert ('was removed while the run trained' if change == 'log removed' else f'{out} is gone') in lines[0]
+    assert {'log removed': 'was removed while the run trained', 'log emptied': 'was cut short while the run trained'}.get(
+        change, f'{out} is gone') in lines[0]
     if change != 'folder removed':
         folder = moved if change == 'folder renamed' else out
+        if change == 'log emptied':  # as the sentence says
+            (out / 'log.jsonl').rename(tmp_path / 'what_was_left.jsonl')
         run('train.py', '--init_from=resume', f'--out_dir={folder}', '--stop_iter=60')
         assert rows(folder)[-1]['iter'] == 60
 
@@ -550,3 +555,29 @@ def test_a_script_whose_output_fails_keeps_its_files_or_says_so(data_dir, tmp_pa
             assert "standard output failed (No space left on device), so it goes on" in lines[0]
         else:
             assert proc.returncode == 1 and lines[0].startswith('sample.py stopped: its standard output failed')
+
+
+def test_a_folder_in_use_is_refused_by_fold_and_gpu_check(data_dir, tmp_path):
+    """fold.py into a run folder where a train.py is training (it holds the folder's lock: here this test
+    holds it, as train.py does), or gpu_check.py into a folder another check is writing: one sentence,
+    nothing written. A fold written elsewhere goes on beside the running run."""
+    import fcntl
+    out = tmp_path / 'run'
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=4', '--lr_decay_iters=4',
+        '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--eval_interval=4')
+    (tmp_path / 'check').mkdir()
+    before = sorted(os.listdir(out))
+    for folder in (out, tmp_path / 'check'):
+        fd = os.open(folder, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            proc = run(*(('fold.py', f'--out_dir={out}') if folder == out else
+                         ('gpu_check.py', '--device=cpu', '--only=data', f'--out_dir={folder}')), check=False, fresh=True)
+            elsewhere = run('fold.py', f'--out_dir={out}', f'--out={tmp_path / "folded.pt"}') if folder == out else None
+        finally:
+            os.close(fd)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+        assert ('a train.py is training in' if folder == out else 'another gpu_check.py is writing into') in lines[0]
+        assert elsewhere is None or (tmp_path / 'folded.pt').exists()
+    assert sorted(os.listdir(out)) == before and os.listdir(tmp_path / 'check') == []

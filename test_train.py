@@ -226,6 +226,9 @@ def test_settings_the_run_never_reads_are_said(data_dir, tmp_path):
     out = run('train.py', *args, f'--out_dir={tmp_path / "a"}', '--wandb_project=mine', '--fakeln_sigma=pretrained').stdout
     assert "note: fakeln_sigma='pretrained', wandb_project='mine' has no effect in this run" in out
     assert 'wandb_log=False' in out and 'has no effect' not in run('train.py', *args, f'--out_dir={tmp_path / "b"}').stdout
+    base = run('train.py', *args, f'--out_dir={tmp_path / "d"}', '--taper=none', '--aux_loss=none', '--ema_rate=0.5',
+               '--taper_start=1', '--taper_end=40').stdout  # a Baseline calibrates nothing: its EMAs never run
+    assert "note: taper_start=1, ema_rate=0.5, taper_end=40 has no effect in this run" in base
     short = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "c"}', '--max_iters=12',
                 '--taper_end=10', '--eval_interval=12').stdout  # lr_decay_iters stays at 40: the decay is cut short
     assert 'note: the cosine decay runs to lr_decay_iters=40, past max_iters=12' in short

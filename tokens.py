@@ -267,6 +267,13 @@ def other_tokens(data_dir, ckpt, who):
         was = f"a {vocab_size_of(ref):,}-token {ref['kind']} vocabulary"
     except (SystemExit, KeyError, RuntimeError, ValueError):  # one this machine cannot load (tiktoken offline)
         was = "the settings it had"
+    moved = (f"a relative path, here {os.path.abspath(held)}" if not os.path.isabs(held) else
+             f"a path through a symbolic link, now to {os.path.realpath(held)}"
+             if os.path.realpath(held) != os.path.abspath(held) else None)
+    if moved:  # it may name another folder now than when the run started
+        return (f"{data_dir}, as {who} names its data ({moved}), holds tokens of another tokenizer: pass "
+                f"--data_dir=<the folder the run was trained on>; or, if that folder was prepared again since, "
+                f"prepare the run's data once more, with {was}, into a new folder, and pass that")
     return (f"{data_dir}, the folder {who} was trained on, was prepared again since, with another tokenizer: "
             f"prepare the run's data once more, with {was}, into a new folder, and pass that as --data_dir")
 

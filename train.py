@@ -11,6 +11,7 @@ every step, and tapered models evaluated at g = 0.
 """
 
 import atexit
+import errno
 import fcntl
 import functools
 import inspect
@@ -394,7 +395,7 @@ if rank == 0 and not memory_plan:  # allowed, but said: settings that have no ef
     idle = [k for k, off in (('aux_weight', aux_loss == 'none'), ('fakeln_start', not fakeln),
                              ('fakeln_gap', not fakeln), ('fakeln_momentum', not fakeln),
                              ('fakeln_sigma', not fakeln), ('decay_fakeln_weight', not fakeln),
-                             ('taper_start', no_start), ('taper_end', taper == 'none'),
+                             ('taper_start', no_start), ('ema_rate', no_start), ('taper_end', taper == 'none'),
                              ('wandb_project', not wandb_log), ('wandb_run_name', not wandb_log))
             if k in config and off and config[k] != defaults[k]]
     if idle:
@@ -425,6 +426,13 @@ def model_shape(pretrained):
         fail(f"{init_from} has {', '.join(f'{k}={getattr(pretrained, k)!r}' for k in wrong)} but the config says "
              f"{', '.join(f'{k}={config[k]!r}' for k in wrong)}: set "
              f"{' '.join(f'--{k}={getattr(pretrained, k)!r}' for k in wrong)} (the config's shape must be the model's)")
+    try:  # a setting of the HF model that this repository's blocks do not have
+        drop = json.load(open(os.path.join(init_from, 'config.json'))).get('attention_dropout') or 0
+    except (OSError, ValueError, AttributeError):
+        drop = 0
+    if drop and rank == 0:
+        print(f"note: {init_from} sets attention_dropout={drop}, which this fine-tune does not read: its dropout is "
+              f"--dropout={dropout} (HF GPT-2's placement, attention included)")
 
 
 if memory_plan:  # the plan needs the config alone: no data, no device, nothing allocated or written
@@ -946,6 +954,9 @@ def cannot_write(path, error):
         f"; {out_dir} is as it was"
     reason = write_failure(error, path)
     todo = write_remedy(reason) or ("remove or rename that folder" if os.path.isdir(path) else
+                                    "clear the append-only or immutable attribute of the file or its folder "
+                                    "(lsattr shows it; chattr -a -i)" if getattr(error, 'errno', None) == errno.EPERM
+                                    or 'Operation not permitted' in str(error) else
                                     f"make {os.path.basename(path)} writable" if os.path.exists(path)
                                     and not os.access(path, os.W_OK) else "make the folder writable")
     fail(f"cannot write {path} ({reason}){kept}: {todo} (or choose another --out_dir), then run again")
@@ -1005,7 +1016,7 @@ def roll_back():
     """A run that fails: out_dir as it was at the last commit (before the run, if it made none)."""
     if not original or not os.path.isdir(out_dir):  # nothing written yet, or the folder is gone
         return
-    if committed is not None and os.path.isfile(log_path):
+    if committed is not None and os.path.isfile(log_path) and os.path.getsize(log_path) > committed:
         with open(log_path, 'r+b') as f:
             f.truncate(committed)
     for name, data in original.items():
@@ -1188,6 +1199,10 @@ def log(row):
         print(' '.join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                        for k, v in row.items() if not isinstance(v, list)))
         if original:
+            if os.path.isfile(log_path) and os.path.getsize(log_path) < (committed or 0):  # cut by another program
+                fail(f"{log_path} was cut short while the run trained (rows up to iter {last_saved} are gone), so "
+                     f"the run stops: {ckpt_path} (iter {last_saved}) is kept; move what is left of the log aside, "
+                     f"and --init_from=resume continues the run with a new one")
             if not os.path.isfile(log_path) and os.path.isdir(out_dir):  # deleted by another program
                 fail(f"{log_path} was removed while the run trained, so the run stops: {ckpt_path} (iter "
                      f"{last_saved}) is kept, and --init_from=resume continues it with a log from there"
@@ -1283,7 +1298,8 @@ while True:
             atexit.register(roll_back)  # any exit before the run's end: out_dir as of its last checkpoint
             open_run()
         for stop, why in STOPS.items():  # Ctrl-C, a scheduler's kill or warning, a limit: the same roll-back
-            if stop in (signal.SIGINT, signal.SIGTERM) or signal.getsignal(stop) == signal.SIG_DFL:  # not nohup's
+            if signal.getsignal(stop) in (signal.SIG_DFL, configurator.stopped, signal.default_int_handler) or \
+                    stop in (signal.SIGINT, signal.SIGTERM):  # not a signal nohup ignores
                 signal.signal(stop, lambda signum, _: fail(
                     f"{STOPS[signum]} at iter {iter_num}: {out_dir} is as of its last checkpoint (iter "
                     f"{last_saved}); --init_from=resume continues from there" if last_saved is not None else
