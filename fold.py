@@ -395,6 +395,9 @@ def main(argv=None):
         fail(str(e))
     path = os.path.join(args.out_dir, args.ckpt)
     broken_link(path, 'fold')
+    if not os.path.isfile(path) and os.path.isdir(args.out_dir) and training_in(args.out_dir):
+        fail(f"cannot fold {path} yet: a train.py is training in {args.out_dir} right now and has not written its "
+             f"first checkpoint: fold once it has, or once the run ends")
     if not os.path.isfile(path):
         fail(f"cannot fold {path}: there is no checkpoint there; pass --out_dir=<a tapered run's folder> "
              f"(and --ckpt=<its checkpoint file>)")

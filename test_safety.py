@@ -581,3 +581,11 @@ def test_a_folder_in_use_is_refused_by_fold_and_gpu_check(data_dir, tmp_path):
         assert ('a train.py is training in' if folder == out else 'another gpu_check.py is writing into') in lines[0]
         assert elsewhere is None or (tmp_path / 'folded.pt').exists()
     assert sorted(os.listdir(out)) == before and os.listdir(tmp_path / 'check') == []
+    (tmp_path / 'starting').mkdir()  # a run there has not written its first checkpoint yet
+    fd = os.open(tmp_path / 'starting', os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        proc = run('fold.py', f'--out_dir={tmp_path / "starting"}', check=False)
+    finally:
+        os.close(fd)
+    assert proc.returncode == 1 and 'has not written its first checkpoint' in proc.stderr, proc.stderr
