@@ -499,13 +499,19 @@ class FolderLock:
                              f"its checks no longer hold: run this again")
 
 
-def check_environment():
-    """The environment every script reads, checked as its flags are: a FlagError of one sentence."""
+def bad_thread_count():
+    """The sentence for a thread count in the environment that OpenMP or MKL cannot read, else None."""
     for name, form in THREAD_COUNTS.items():
         threads = os.environ.get(name)
         if threads is not None and not (re.fullmatch(form, threads.strip()) and int(threads.split(',')[0]) > 0):
-            raise FlagError(f"{name}={threads} is not a thread count: unset it, or set a whole number such as "
-                            f"{name}=2")
+            return f"{name}={threads} is not a thread count: unset it, or set a whole number such as {name}=2"
+    return None
+
+
+def check_environment():
+    """The environment every script reads, checked as its flags are: a FlagError of one sentence."""
+    if bad_thread_count():
+        raise FlagError(bad_thread_count())
     for name in SWITCHES:  # huggingface_hub reads any other word as off, without a word
         value = os.environ.get(name)
         if value is not None and value.strip().upper() not in ('1', 'ON', 'YES', 'TRUE', '0', 'OFF', 'NO', 'FALSE', ''):
@@ -1017,6 +1023,8 @@ def printing(prog):
 if os.path.dirname(os.path.abspath(getattr(sys.modules['__main__'], '__file__', '') or '.')) == \
         os.path.dirname(os.path.abspath(__file__)):  # a script of this repository
     printing(os.path.basename(sys.modules['__main__'].__file__))
+    if bad_thread_count():  # said before torch loads OpenMP, which would print its own complaint first
+        sys.exit(bad_thread_count())
 
 
 def run_as_module(doc, instead):
