@@ -308,7 +308,7 @@ def heeds_ctrl_c():
 @pytest.mark.parametrize('how', ['SIGINT', 'SIGTERM'])
 def test_ctrl_c_in_a_script_is_one_line(data_dir, tmp_path, how):
     """Ctrl-C (SIGINT) or a scheduler's SIGTERM in a script that does not train, here sample.py
-    mid-generation, stops it with one line on stderr through the scripts' shared hook: not a
+    mid-output, stops it with one line on stderr through the scripts' shared hook: not a
     KeyboardInterrupt traceback, and not SIGTERM's silent death."""
     import signal
     import subprocess
@@ -317,10 +317,10 @@ def test_ctrl_c_in_a_script_is_one_line(data_dir, tmp_path, how):
     out = tmp_path / 'run'
     run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=4', '--lr_decay_iters=4',
         '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--eval_interval=4')
-    proc = subprocess.Popen([sys.executable, 'sample.py', f'--out_dir={out}', '--device=cpu', '--num_samples=10000',
+    proc = subprocess.Popen([sys.executable, '-u', 'sample.py', f'--out_dir={out}', '--device=cpu', '--num_samples=1000',
                              '--max_new_tokens=60'], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=heeds_ctrl_c)
-    while '---' not in proc.stdout.readline():  # its first sample is out: it is generating
+    while '---' not in proc.stdout.readline():  # its first sample is out; the rest fill an unread pipe: it waits
         pass
     proc.send_signal(getattr(signal, how))
     _, err = proc.communicate(timeout=120)
