@@ -30,7 +30,6 @@ every setting:
    on the same seeds, per-seed rows, the fold and the mitigation; the tables printed in Markdown.
 """
 
-import ast
 import difflib
 import json
 import os
@@ -52,6 +51,7 @@ import numpy as np
 import torch
 
 import diagnose
+import memory
 from configurator import flag, folder_kind, parse_flags
 from model import GPT
 from tokens import open_tokens, read_meta
@@ -234,27 +234,13 @@ DEFAULT_VAL_FRACTION = FLAGS['val_fraction'].default
 
 
 def train_values(train_args):
-    """The train.py flags that CONFIG, then the config files and --key=value arguments after --, in order,
-    set (train.py has checked them)."""
-    namespace = {}
-    exec(compile(open(CONFIG).read(), CONFIG, 'exec'), namespace)
-    for i, arg in enumerate(train_args):
-        name, has_value, raw = arg.removeprefix('--').partition('=')
-        if not arg.startswith('--') and (i == 0 or not train_args[i - 1].startswith('--')
-                                         or '=' in train_args[i - 1]):
-            exec(compile(open(arg).read(), arg, 'exec'), namespace)  # a config file
-        elif arg.startswith('--'):
-            text = (raw if has_value else train_args[i + 1] if i + 1 < len(train_args) and
-                    not train_args[i + 1].startswith('--') else 'True').strip()
-            try:
-                namespace[name] = ast.literal_eval(text)  # 64, 1e3, 0x40, True
-            except (ValueError, SyntaxError):
-                namespace[name] = text  # a word: --arch=llama
-    return {k: v for k, v in namespace.items() if not k.startswith('_')}
+    """train.py's resolved flags for CONFIG, then the config files and --key=value arguments after --, read
+    by the flag layer train.py reads them with (memory.resolve)."""
+    return memory.resolve([CONFIG, *train_args])
 
 
 def config_value(key, train_args):
-    """One integer train.py flag, as train_values leaves it."""
+    """One integer train.py flag, as train_values resolves it."""
     return int(train_values(train_args)[key])
 
 
