@@ -51,3 +51,16 @@ def test_steps_run_the_scripts_and_a_failure_does_not_stop_the_rest(tmp_path):
     assert [s for s, r in again.items() if not r['ok']] == ['train_eager', 'fsdp']
     assert 'ran past --timeout=1 s and was stopped: raise --timeout' in again['fsdp']['error']
     assert 'traceback' not in again['fsdp'] and again['bench'] == report['bench']
+
+
+def test_a_failed_step_is_reported_by_the_sentence_on_stderr_not_the_last_log_row():
+    """A script says why it stopped on stderr; its stdout's last line is only its last log row (the
+    first GPU run's report showed `iter 80 lr ...` for a diverged run)."""
+    script = ("import sys; sys.argv = ['gpu_check.py', '--device=cpu']; import gpu_check\n"
+              "try:\n"
+              "    gpu_check.sh('-c', 'import sys; print(\"iter 80 loss 3.19\"); sys.exit(\"the model diverged\")')\n"
+              "except gpu_check.StepFailed as e:\n"
+              "    print(e)\n")
+    proc = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith('exited with 1: the model diverged'), proc.stdout
