@@ -698,7 +698,7 @@ def get_gate(it):
 # --- model, optimizer, resume ---------------------------------------------------------------------
 need = memory.plan(dict(config, device=device), world_size if fsdp else 1, ranks=world_size)['total']  # before allocating
 have = memory.device_bytes(device)
-if device_type == 'cuda' and rank == 0:  # untested on a GPU
+if device_type == 'cuda' and rank == 0:
     print(f"memory plan: {need / 1e9:.1f} GB of {device}'s {have / 1e9:.1f} GB (--memory_plan itemizes it)")
 if need > have:
     fail(f"this run's memory plan needs {need / 1e9:.1f} GB but {device} has {have / 1e9:.1f} GB: lower "
