@@ -152,12 +152,17 @@ def build_variants():
     """{'baseline', 'dyt', 'unfused', 'fused'} -> GPT, on the device in the benchmark dtype."""
     if ckpt:
         try:
-            tapered = GPT.from_checkpoint(load_checkpoint(ckpt))
+            held = load_checkpoint(ckpt)
+            tapered = GPT.from_checkpoint(held)
         except (FileNotFoundError, ValueError) as e:
             fail(f"cannot benchmark: {e}")
         if tapered.config.arch != 'llama':
-            fail(f"{ckpt} holds a GPT-2 model: bench.py times the Llama layout (TinyStories runs); for a GPT-2 "
-                 f"pass --init_from=<its HF name or folder>")
+            origin = (held.get('config') or {}).get('init_from', 'scratch')
+            fail(f"{ckpt} holds a GPT-2-layout model: bench.py times checkpoints of the Llama layout (TinyStories "
+                 f"runs), and a GPT-2 only as an HF model, "
+                 + (f"e.g. --init_from={origin}, the model this run was fine-tuned from" if origin not in
+                    ('scratch', 'resume') else "which a run trained from scratch is not (train with --arch=llama to "
+                                               "time one)"))
         if tapered.config.folded:
             fail(f"{ckpt} is a folded checkpoint (fold.py's): bench.py folds the run's own model itself, to time it "
                  f"unfused and fused; pass --ckpt=<the run>/ckpt.pt")

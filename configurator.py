@@ -29,6 +29,7 @@ import math
 import numbers
 import os
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -38,6 +39,7 @@ import tempfile
 import textwrap
 import traceback
 import types
+import unicodedata
 
 if sys.argv[:1] == ['-m']:  # `python -m train.py`: Python imports train.py to look for a module 'py' in it
     _name = next((a for a in sys.orig_argv if a.endswith('.py')), 'train.py').removeprefix('-m')
@@ -135,8 +137,20 @@ def convert(key, value, spec):
         if isinstance(value, str) and not spec.path and key != 'start' and re.search(r'[\x00-\x1f\x7f]', value):
             raise FlagError(f"{key}={value!r} holds a line break, tab or other control character (a pasted "
                             f"value?): give it as one line of plain text")
-        if isinstance(value, str) and (spec.path or key.endswith(('_dir', '_file', '_root')) or key in PATH_KEYS):
+        path_like = spec.path or key.endswith(('_dir', '_file', '_root')) or key in PATH_KEYS
+        if isinstance(value, str) and not path_like and key not in FREE_TEXT and not value.isascii():
+            raise FlagError(f"{key}={value!r} {not_ascii(value)}: {key} takes {spec.rule()}; type it again")
+        if isinstance(value, str) and path_like:
+            value = home(key, value)
             pasted_path(key, value)
+            try:
+                value = checked_range(key, value, spec)
+            except FlagError as e:
+                if value.isascii() or os.path.exists(value):
+                    raise
+                raise FlagError(f"{e} ({key} {not_ascii(value)})") from None
+            special_files(key, value)
+            return value
         if isinstance(value, str):
             return checked_range(key, value, spec)
     else:
@@ -162,6 +176,59 @@ def convert(key, value, spec):
 
 
 INVISIBLE = '\u200b\u200c\u200d\u2060\ufeff'  # zero-width characters, a byte-order mark
+FREE_TEXT = ('start', 'label', 'labels', 'wandb_project', 'wandb_run_name')  # any letters; every other text flag is a name
+
+
+def not_ascii(value):
+    """'holds 'с' (U+0441, CYRILLIC SMALL LETTER ES), not a plain ASCII letter': the first character
+    of value outside ASCII, made visible (a look-alike from another alphabet reads as the right word)."""
+    c = next(c for c in value if not c.isascii())
+    return f"holds {c!r} (U+{ord(c):04X}, {unicodedata.name(c, 'unnamed')}), not a plain ASCII character"
+
+
+def home(key, value):
+    """A path's leading ~ (or ~user) as the home folder: the shell leaves it when it is quoted or follows
+    '=' in --key=~/path. A folder literally named ~ that is also there makes it ambiguous."""
+    expanded = os.path.expanduser(value)
+    if expanded == value:
+        return value
+    if os.path.exists(value) and os.path.exists(expanded) and not os.path.samefile(value, expanded):
+        raise FlagError(f"{key}={value} could be the folder named ~ here ({os.path.abspath(value)}) or under your "
+                        f"home folder ({expanded}): give the whole path of the one you mean")
+    return value if os.path.exists(value) else expanded
+
+
+def special_files(key, folder):  # key None: a folder named outside the flags (plot.py's runs)
+    """A folder's files that the scripts read whole (a run's ckpt.pt, log.jsonl, a data folder's
+    train.bin): one that is a named pipe, a socket or a device stops here, with one sentence, before a
+    script waits on it forever or calls it missing."""
+    if not os.path.isdir(folder):
+        return
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return  # an unreadable folder: its own check says so
+    for entry in entries:
+        kind = special_kind(entry.path) if entry.name.lower().endswith(FILE_ENDINGS) else None
+        if kind:
+            raise FlagError(f"{entry.path}, in {f'{key}={folder}' if key else folder}, is {kind}, not a file: the "
+                            f"scripts read it whole, more than once; put the file itself there")
+
+
+def special_kind(path):
+    """'a named pipe (as mkfifo or <(...) make)', 'a socket' or 'a device' for a path that is one, else None
+    (a regular file, a folder, or nothing there)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (as mkfifo or <(...) make)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return None
 PATH_KEYS = ('init_from', 'ckpt', 'out', 'tokenizer', 'export_hf', 'plot', 'assets')  # beside *_dir and *_file
 QUOTES = '\u201c\u201d\u201e\u2018\u2019\u201a\u00ab\u00bb'  # typographic quotes, as documents print them
 
@@ -343,6 +410,9 @@ def checked_input(key, path, kind):
                         f"--{key}={','.join(path.split())}")
     if not os.path.exists(path):
         raise FlagError(f"{key}={path}: no such {noun}; check the path")
+    if kind == 'file' and special_kind(path):
+        raise FlagError(f"{key}={path} is {special_kind(path)}, not a file: it can be read only once, and "
+                        f"{key} is read more than once; save it to a file first and pass that")
     return path
 
 
@@ -428,6 +498,18 @@ def init_from_mistake(init_from, names):
     if close and init_from not in names and not os.path.exists(init_from):
         return f"init_from={init_from!r} is not a model name: did you mean --init_from={close[0]}?"
     return None
+
+
+def discard(path):
+    """Remove a script's own leftover (a .tmp file or staging folder) while it stops: one it may not remove
+    (an append-only folder) stays, and the sentence of the failure that stops the script is what is said."""
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+    except OSError:
+        pass
 
 
 def cannot_write(folder):
@@ -869,6 +951,14 @@ def lacking(error):
             where = f" while writing {cause.filename}" if getattr(cause, 'filename', None) else ""
             return (f"{prog} stopped: the disk is full{where}: free some space (df -h shows it), or write to a "
                     f"folder on another disk")
+        if isinstance(cause, MemoryError) or isinstance(cause, OSError) and cause.errno == errno.ENOMEM or any(
+                s in str(cause) for s in ('Cannot allocate memory', 'failed to map segment')):  # a library's mmap
+            limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+            if limit != resource.RLIM_INFINITY:
+                return (f"{prog} stopped: it ran out of memory under this shell's limit of {limit / 2 ** 30:.1f} GB "
+                        f"(ulimit -v): raise it (ulimit -v unlimited), then run again")
+            return (f"{prog} stopped: it ran out of memory: close other programs, or run it on a machine with more "
+                    f"(for train.py, `python memory.py` with the same flags shows what a run needs)")
     return None
 
 

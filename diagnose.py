@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags
-from model import GPT, broken_link, folded_note, load_checkpoint, missing_hint, replaced_run, taper_note
+from model import GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note, replaced_run, taper_note
 from tokens import data_tokenizer, load_tokenizer, open_tokens, other_tokens, prepare_command, read_meta, same_tokenizer
 
 
@@ -355,6 +355,8 @@ def main(argv=None):
         model.set_gate(0.0)
         if taper_note(ckpt):
             print(taper_note(ckpt))
+    if mixed_run_note(path, ckpt):
+        print(mixed_run_note(path, ckpt))
     if folded_note(ckpt, path):
         print(folded_note(ckpt, path))
     data_dir = args.data_dir or (ckpt.get('config') or {}).get('data_dir')

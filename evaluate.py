@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from configurator import FlagError, configure_globals, flag
 from hf import from_pretrained, init_from_conflict, is_export, tokenizer_reference
-from model import GPT, broken_link, folded_note, load_checkpoint, missing_hint, pick_device, replaced_run, taper_note
+from model import GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note, pick_device, replaced_run, taper_note
 from tokens import data_tokenizer, open_tokens, prepare_command, raw_text, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
@@ -114,14 +114,16 @@ def load_model():
         model = GPT.from_checkpoint(checkpoint, device).eval()
     except (FileNotFoundError, OSError, ValueError, KeyError) as e:
         fail(f"cannot evaluate: {e}")
-    if model.tapered_norms() and taper_note(checkpoint):
+    if taper_note(checkpoint) and (model.tapered_norms() or getattr(model.config, 'fakeln', False)):
         print(taper_note(checkpoint))
+    if mixed_run_note(path, checkpoint):
+        print(mixed_run_note(path, checkpoint))
     if folded_note(checkpoint, path):
         print(folded_note(checkpoint, path))
     config = model.config
     folded = ', folded' if config.folded else ''
     if getattr(config, 'fakeln', False):
-        return model, f'FakeLN (+Baroni-aux){folded}', checkpoint.get('tokenizer')
+        return model, 'FakeLN' + AUX_SUFFIX[getattr(config, 'aux_loss', 'none')] + folded, checkpoint.get('tokenizer')
     names = ('Vanilla', 'Internal-TaperLN', 'All-TaperLN') if config.arch == 'gpt2' else \
         ('Baseline', 'Internal-Taper', 'All-Taper')
     if config.norm == 'dyt':

@@ -29,9 +29,9 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 import numpy as np
 import torch
 
-from configurator import FlagError, cannot_write, flag, parse_flags, write_failure, write_remedy
+from configurator import FlagError, cannot_write, discard, flag, parse_flags, write_failure, write_remedy
 from diagnose import train_counts
-from model import GPT, FakeLN, LayerNorm, broken_link, load_checkpoint
+from model import GPT, FakeLN, LayerNorm, broken_link, load_checkpoint, missing_hint, mixed_run_note
 from tokens import open_tokens, read_meta
 
 
@@ -260,6 +260,12 @@ def check_outputs(args, path):
     if os.path.abspath(out) == os.path.abspath(path) or (os.path.exists(out) and os.path.samefile(out, path)):
         fail(f"out={args.out} names the checkpoint being folded ({path}): name a new file, e.g. "
              f"--out={unused(args.out_dir)}")
+    ending = os.path.splitext(args.out)[1].lower()
+    if ending and ending not in ('.pt', '.pth', '.ckpt'):  # .safetensors, .bin, .json: another program's format
+        fail(f"out={args.out} ends in {ending}, but fold.py writes a PyTorch checkpoint (torch.save, read by sample.py "
+             f"and evaluate.py): name it with .pt, e.g. --out={unused(args.out_dir)}"
+             + (", and pass --export_hf=<a folder> for the safetensors weights transformers loads"
+                if ending in ('.safetensors', '.bin') else ""))
     if os.path.basename(out) == 'ckpt.pt':
         fail(f"out={args.out} is named ckpt.pt, train.py's checkpoint, which fold.py never writes: name "
              f"another file, e.g. --out={unused(args.out_dir)}")
@@ -399,14 +405,16 @@ def main(argv=None):
         fail(f"cannot fold {path} yet: a train.py is training in {args.out_dir} right now and has not written its "
              f"first checkpoint: fold once it has, or once the run ends")
     if not os.path.isfile(path):
-        fail(f"cannot fold {path}: there is no checkpoint there; pass --out_dir=<a tapered run's folder> "
-             f"(and --ckpt=<its checkpoint file>)")
+        fail(f"cannot fold {path}: there is no checkpoint there; " + missing_hint(
+            args.out_dir, args.ckpt, "pass --out_dir=<a tapered run's folder> (and --ckpt=<its checkpoint file>)"))
     hold(path)
     try:
         ckpt = load_checkpoint(path)
         model = GPT.from_checkpoint(ckpt)
     except (FileNotFoundError, ValueError) as e:
         fail(f"cannot fold: {e}")
+    if mixed_run_note(path, ckpt):
+        print(mixed_run_note(path, ckpt))
     cfg = model.config
     if args.export_hf is not None and cfg.taper == 'none' and not cfg.fakeln and cfg.norm != 'dyt':
         fail(f"cannot export {path}: it is a Baseline run, whose norms stay, so there is no norm-free model to "
@@ -493,10 +501,8 @@ def main(argv=None):
                                         "name another file with --out (or folder with --export_hf)"))
     finally:  # this process's own leftovers: another fold's staging folder is that fold's
         for leftover in (out + '.tmp', staging if staged is not None else None):
-            if leftover and os.path.isfile(leftover):
-                os.remove(leftover)
-            elif leftover and os.path.isdir(leftover):
-                shutil.rmtree(leftover)
+            if leftover:
+                discard(leftover)
     print(f"wrote {out}")
     if staging is not None:
         print(f"wrote {args.export_hf} (loads with {'GPT2LMHeadModel' if model.config.arch == 'gpt2' else 'LlamaForCausalLM'}"

@@ -12,6 +12,7 @@ Token vectors h are rows, as in the paper; nn.Linear stores W as (out, in), so x
 """
 
 import difflib
+import json
 import math
 import os
 import re
@@ -520,6 +521,33 @@ def fold_hint(out_dir):
     return f"fold the run first with `python fold.py --out_dir={out_dir}`"
 
 
+CKPT_ENDINGS = ('.pt', '.pth', '.ckpt', '.tar')  # what a checkpoint copied or renamed by hand may end in
+
+
+IDENTITY = ('arch', 'norm', 'taper', 'fakeln', 'n_layer', 'n_head', 'n_embd', 'vocab_size', 'seed', 'init_from')
+
+
+def mixed_run_note(path, ckpt):
+    """A note when the checkpoint at path is not the run that its folder's config.json describes (a
+    checkpoint copied in from another run): the folder's log and config are then another run's."""
+    written = os.path.join(os.path.dirname(os.path.abspath(path)), 'config.json')
+    try:
+        with open(written, encoding='utf-8-sig') as f:
+            folder = json.load(f)
+    except (OSError, ValueError):
+        return None
+    held = ckpt.get('config') or {}
+    if not isinstance(folder, dict) or 'taper' not in folder:  # not train.py's (an HF config.json)
+        return None
+    differ = [k for k in IDENTITY if k in folder and k in held and folder[k] != held[k]]
+    if not differ:
+        return None
+    k = differ[0]
+    return (f"note: {path} is not the run its folder's config.json and log describe ({k} {held[k]!r} in the "
+            f"checkpoint, {folder[k]!r} in config.json): a checkpoint copied in from another run? What follows "
+            f"is the checkpoint's")
+
+
 def missing_hint(out_dir, ckpt, otherwise):
     """What to do when out_dir holds no checkpoint file ckpt: the checkpoint beside it that was likely
     meant (ckpt_folded for ckpt_folded.pt), else, for a folded one, fold_hint, else otherwise."""
@@ -530,7 +558,8 @@ def missing_hint(out_dir, ckpt, otherwise):
         return (f"--ckpt is read inside --out_dir, so name it alone: --ckpt={os.path.basename(ckpt)}")
     folder = os.path.dirname(path)
     name = os.path.basename(ckpt)
-    there = sorted(f for f in os.listdir(folder) if f.endswith('.pt') and f != name) if os.path.isdir(folder) else []
+    there = sorted(f for f in os.listdir(folder) if f != name and (f.endswith(CKPT_ENDINGS) or 'ckpt' in f)
+                   and os.path.isfile(os.path.join(folder, f))) if os.path.isdir(folder) else []
     near = [f for f in there if f == name + '.pt'] or difflib.get_close_matches(name, there, n=1, cutoff=0.75)
     if near:
         meant = os.path.relpath(os.path.join(folder, near[0]), out_dir)
@@ -540,8 +569,16 @@ def missing_hint(out_dir, ckpt, otherwise):
 
 def taper_note(ckpt):
     """For a checkpoint saved while its taper was under way, the line to print before using it at
-    g = 0, where training has not been yet; None otherwise."""
+    g = 0, where training has not been yet; for a FakeLN run whose removals are not all done, the
+    line that it still normalizes; None otherwise."""
     cfg, it = ckpt.get('config') or {}, ckpt.get('iter_num')
+    removed_at = [v for k, v in (ckpt.get('model') or {}).items() if k.endswith('removed_at') and torch.is_tensor(v)]
+    left = sum(int((v < 0).sum()) for v in removed_at)
+    if left:
+        total = sum(v.numel() for v in removed_at)
+        return (f"note: this FakeLN checkpoint (iter {it}) still has {left} of its {total} LayerNorm paths in place: "
+                f"it is not the LayerNorm-free model yet, which only the run's end is (fakeln_start "
+                f"{cfg.get('fakeln_start')})")
     if cfg.get('taper', 'none') == 'none' or it is None or it >= cfg.get('taper_end', 0):
         return None
     return (f"note: this checkpoint is from iter {it}, before its taper ends at iter {cfg['taper_end']}; used at "

@@ -22,7 +22,8 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 
 import numpy as np
 
-from configurator import compression, figure_metadata, flag, folder_kind, is_our_figure, parse_flags
+from configurator import (compression, discard, figure_metadata, flag, folder_kind, is_our_figure, parse_flags,
+                          special_files)
 
 TAPER_LABELS = {"none": "Baseline", "internal": "Internal-Taper", "all": "All-Taper"}
 AUX_LABELS = {"none": "", "fixed": " (+aux)", "baroni": " (+Baroni aux)"}
@@ -45,6 +46,7 @@ def load_run(run_dir):
                          f"holding its log.jsonl), or leave the file out.")
     if not os.path.isdir(run_dir):
         raise SystemExit(f"run directory {run_dir} not found; pass the out_dir of a train.py run.")
+    special_files(None, run_dir)
     kind = folder_kind(run_dir)
     if kind and not kind.startswith("a training run"):
         raise SystemExit(f"{run_dir} is {kind}, not a train.py run: pass the out_dir of a train.py run.")
@@ -265,8 +267,7 @@ def save(fig, out_dir, name):
                     format=os.path.splitext(name)[1][1:])
         os.replace(aside, path)
     finally:
-        if os.path.exists(aside):
-            os.remove(aside)
+        discard(aside)
     import matplotlib.pyplot as plt
     plt.close(fig)
     print(f"wrote {path}")
@@ -366,9 +367,14 @@ def main(argv=None):
     fig.supxlabel("step")
     fig.supylabel("gradient norm")
     axes.flat[-1].axis("off")
-    axes.flat[-1].legend(*axes.flat[0].get_legend_handles_labels(), loc="center")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.suptitle("Gradient norm by weight type, averaged over blocks (dashed: no final norm)")
-    fig.tight_layout()
+    if max(map(len, labels), default=0) <= 40:
+        axes.flat[-1].legend(handles, labels, loc="center")
+        fig.tight_layout()
+    else:  # labels too long for the cell (runs told apart by their flags): the legend goes under the panels
+        fig.tight_layout()
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize="small")
     written.append(save(fig, args.out_dir, f"{args.prefix}grad_norms.png"))
     return written
 

@@ -205,7 +205,7 @@ def write_bin(ds, column, bin_file, vocab_size, dtype, n_rows=None, tokenizer_na
                 f.write(chunk.astype(dtype).tobytes())
                 n_tokens += len(chunk)
     except BaseException:
-        os.remove(tmp_file)  # nothing half-written stays behind
+        configurator.discard(tmp_file)  # nothing half-written stays behind
         raise
     os.replace(tmp_file, bin_file)
     return n_tokens

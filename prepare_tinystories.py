@@ -172,8 +172,7 @@ def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False):
         )
     except RuntimeError as e:  # e.g. a vocab_size below the number of distinct characters + 256 bytes
         for partial in (model_file, prefix + ".vocab"):  # this stage's, cut short: the next run redoes it
-            if os.path.exists(partial):
-                os.remove(partial)
+            configurator.discard(partial)
         reason = str(e).strip().splitlines()[0].split("] ", 1)[-1]  # without the C++ source location
         need = re.search(r"smaller than required_chars\. \d+ vs (\d+)", reason)
         if need:
@@ -188,8 +187,7 @@ def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False):
                       + f", or lower --vocab_size to {most[2]}")
         raise SystemExit(f"SentencePiece could not train a {vocab_size}-piece vocab: {reason}") from None
     finally:
-        if os.path.exists(text_file):
-            os.remove(text_file)
+        configurator.discard(text_file)
 
 
 def encode(batch, model_proto):
@@ -227,8 +225,7 @@ def tokenize_split(ds, model_file, bin_file, num_proc=None):
         out.flush()
         os.replace(tmp_file, bin_file)
     except BaseException:
-        if os.path.exists(tmp_file):
-            os.remove(tmp_file)
+        configurator.discard(tmp_file)
         raise
     return n_tokens
 
@@ -421,8 +418,7 @@ def main(argv=None):
                 json.dump(meta, f, indent=2)
             os.replace(meta_file + ".tmp", meta_file)
         finally:
-            if os.path.exists(meta_file + ".tmp"):
-                os.remove(meta_file + ".tmp")
+            configurator.discard(meta_file + ".tmp")
         print(f"meta: wrote {meta_file}: {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens")
 
 

@@ -26,7 +26,7 @@ import torch
 
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
 from configurator import FlagError, configure_globals, flag, not_utf8
-from model import GPT, broken_link, folded_note, load_checkpoint, missing_hint, pick_device, replaced_run, taper_note
+from model import GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note, pick_device, replaced_run, taper_note
 from tokens import load_tokenizer, tokenizer_size
 
 # -----------------------------------------------------------------------------
@@ -130,10 +130,11 @@ if len(prompt) + max_new_tokens > context:
 if model.started and model.tapered_norms():
     model.set_gate(0.0)
     print("sampling the tapered model at g = 0")
-    if init_from == 'resume' and taper_note(checkpoint):
-        print(taper_note(checkpoint))
-if init_from == 'resume' and folded_note(checkpoint, path):
-    print(folded_note(checkpoint, path))
+if init_from == 'resume':
+    for said in (taper_note(checkpoint) if model.started or getattr(model.config, 'fakeln', False) else None,
+                 mixed_run_note(path, checkpoint), folded_note(checkpoint, path)):
+        if said:
+            print(said)
 x = torch.tensor(prompt, dtype=torch.long, device=device)[None].repeat(num_samples, 1)
 use_bf16 = device.startswith('cuda') and dtype == 'bfloat16'
 ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16) if use_bf16 else nullcontext()

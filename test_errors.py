@@ -655,7 +655,31 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      '--ckpt is read inside --out_dir, so name it alone: --ckpt=ckpt_folded.pt', None),
     ('evaluate: a checkpoint that is a named pipe', 'evaluate.py', ['--out_dir={root}/fiforun', '--data_dir={root}/owt',
                                                                     '--device=cpu'],
-     'is not a regular file (a pipe or a device?)', None),
+     'is a named pipe (as mkfifo or <(...) make), not a file', None),
+    ('prepare_tinystories: the stories through a pipe (<(...)), read more than once', 'prepare_tinystories.py',
+     ['--input_file={root}/fifo.txt', '--vocab_size=512', '--out_dir={root}/o_fifo'], 'it can be read only once', None),
+    ('prepare_owt: the documents through a pipe', 'prepare_owt.py', ['--input_file={root}/fifo.txt',
+                                                                     '--out_dir={root}/o_fifo'], 'save it to a file first', None),
+    ("train: a data folder whose train.bin is a named pipe", 'train.py', [*TINY, '--data_dir={root}/fifodata',
+                                                                          '--out_dir={root}/fresh'], 'train.bin, in data_dir=', None),
+    ('plot: a run whose log.jsonl is a named pipe', 'plot.py', ['{root}/fifolog', '--out_dir={root}/figs'],
+     'is a named pipe', None),
+    ('a device name typed with a Cyrillic letter', 'train.py', [*T, '--device=\u0441pu'], 'U+0441, CYRILLIC SMALL LETTER ES',
+     None),
+    ('a choice typed with a Greek letter', 'train.py', [*T, '--taper=\u03bfne'], 'U+03BF, GREEK SMALL LETTER OMICRON', None),
+    ('a data folder under ~ that is not there (~ read as the home folder)', 'train.py',
+     [*TINY, '--data_dir=~/nodata', '--out_dir={root}/fresh'], 'nodata/train.bin not found: prepare the data with '
+     '`python prepare_tinystories.py --vocab_size=512 --out_dir=/', {'HOME': '{root}'}),
+    ('sample: a checkpoint renamed ckpt.pth', 'sample.py', ['--out_dir={root}/pthrun', '--device=cpu'],
+     'holds ckpt.pth: pass --ckpt=ckpt.pth', None),
+    ('resume: a checkpoint renamed ckpt.pth', 'train.py', ['--init_from=resume', '--out_dir={root}/pthrun', '--device=cpu'],
+     'rename ckpt.pth to ckpt.pt', None),
+    ('fold: a checkpoint renamed ckpt.pth', 'fold.py', ['--out_dir={root}/pthrun'], 'pass --ckpt=ckpt.pth', None),
+    ('fold: --out named as safetensors', 'fold.py', ['--out_dir={root}/trun', '--out=ckpt_folded.safetensors'],
+     'pass --export_hf=<a folder> for the safetensors', None),
+    ('fold: --out named as JSON', 'fold.py', ['--out_dir={root}/trun', '--out=folded.json'], "ends in .json", None),
+    ('bench: a GPT-2-layout run trained from scratch', 'bench.py', ['--ckpt={root}/gpt2scratch/ckpt.pt', '--device=cpu'],
+     'which a run trained from scratch is not', None),
     ('a training run folder as the data folder', 'train.py', [*TINY, '--data_dir={root}/run', '--out_dir={root}/fresh'],
      "is a training run's folder, not a data folder", None),
     ('diagnose: a training run folder as the data folder', 'diagnose.py', ['--out_dir={root}/run', '--data_dir={root}/trun'],
@@ -1236,6 +1260,17 @@ def make_workspace(root, data_dir):
               open(f'{root}/novocab/meta.json', 'w'))
     shutil.copytree(f'{root}/hf', f'{root}/hf_fewer')  # config.json edited down to one layer; the weights hold two
     json.dump(json.load(open(f'{root}/hf/config.json')) | {'n_layer': 1}, open(f'{root}/hf_fewer/config.json', 'w'))
+    os.mkfifo(f'{root}/fifo.txt')  # an input file given through a pipe
+    shutil.copytree(data_dir, f'{root}/fifodata')  # a data folder whose train.bin is a named pipe
+    os.remove(f'{root}/fifodata/train.bin')
+    os.mkfifo(f'{root}/fifodata/train.bin')
+    os.makedirs(f'{root}/fifolog')  # a run whose log.jsonl is a named pipe
+    shutil.copy(f'{root}/run/config.json', f'{root}/fifolog/config.json')
+    os.mkfifo(f'{root}/fifolog/log.jsonl')
+    shutil.copytree(f'{root}/run', f'{root}/pthrun')  # the checkpoint renamed by hand
+    os.rename(f'{root}/pthrun/ckpt.pt', f'{root}/pthrun/ckpt.pth')
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/gpt2scratch', '--arch=gpt2', '--norm=layernorm',
+        '--taper=none', '--aux_loss=none', '--max_iters=2', '--warmup_iters=1', '--lr_decay_iters=2', '--eval_interval=2')
     os.makedirs(f'{root}/fiforun')  # ckpt.pt a named pipe
     shutil.copy(f'{root}/run/config.json', f'{root}/fiforun/config.json')
     os.mkfifo(f'{root}/fiforun/ckpt.pt')
@@ -1300,6 +1335,13 @@ def outcomes(data_dir, tmp_path_factory):
 
 # Inputs next to a rule that are valid: each runs (train.py's memory plan: every check, no training).
 ACCEPTED = [  # (case, script, arguments, environment)
+    ('a data folder under ~, quoted so that the shell left the ~', 'train.py',
+     [*TINY, '--data_dir=~/grown', '--out_dir={root}/home_run', '--overwrite', '--max_iters=2', '--warmup_iters=1', '--taper_start=1',
+      '--taper_end=2', '--lr_decay_iters=2', '--eval_interval=2'], {'HOME': '{root}'}),
+    ('sample: a run folder under ~', 'sample.py', ['--out_dir=~/run', '--device=cpu', '--max_new_tokens=2'],
+     {'HOME': '{root}'}),
+    ('a folder name in Cyrillic letters', 'train.py', [*TINY, '--data_dir={data}', '--out_dir={root}/\u043f\u0440\u043e\u0433\u043e\u043d',
+                                                        '--memory_plan'], None),
     ('a rendezvous address left set alone', 'train.py', [*T, '--memory_plan'],
      {'MASTER_ADDR': 'localhost', 'MASTER_PORT': '29500'}),
     ('an OpenMP thread count per nesting level', 'train.py', [*T, '--memory_plan'], {'OMP_NUM_THREADS': '1,1'}),

@@ -184,6 +184,15 @@ def test_what_the_machine_lacks_is_one_sentence_and_a_bug_keeps_its_traceback(mo
     assert configurator.lacking(KeyError('iter')) is None
     import errno
     assert 'the disk is full' in configurator.lacking(OSError(errno.ENOSPC, 'No space left on device', 'x.bin'))
+    # memory: Python's own MemoryError, an mmap's ENOMEM, a library that could not map itself in (under ulimit -v)
+    for error in (MemoryError(), OSError(errno.ENOMEM, 'Cannot allocate memory'),
+                  OSError('Memory mapping file failed: Cannot allocate memory'),
+                  ImportError('libopenblas.so: failed to map segment from shared object')):
+        monkeypatch.setattr(configurator.resource, 'getrlimit', lambda kind: (2 ** 31, 2 ** 31))
+        assert 'ran out of memory under this shell\'s limit of 2.0 GB (ulimit -v)' in configurator.lacking(error)
+        monkeypatch.setattr(configurator.resource, 'getrlimit', lambda kind: (configurator.resource.RLIM_INFINITY,) * 2)
+        assert 'ran out of memory: close other programs' in configurator.lacking(error)
+    assert configurator.lacking(OSError(errno.EACCES, 'Permission denied')) is None
     writer = RuntimeError('[enforce fail at inline_container.cc:672] . unexpected pos 710784 vs 710672')
     monkeypatch.setattr(configurator.shutil, 'disk_usage', lambda path: type('usage', (), {'free': 1000})())
     assert configurator.write_failure(writer, str(tmp_path / 'ckpt.pt')).startswith('the disk is full')
@@ -286,3 +295,37 @@ def test_a_config_file_or_a_prompt_through_a_pipe_is_read(tmp_path):
                           input='Once upon a time', capture_output=True, text=True, timeout=120,
                           env={**os.environ, 'HF_HUB_OFFLINE': '1'})
     assert 'could not download gpt2' in proc.stderr, proc.stderr  # past the prompt, read: the model is next
+
+
+def test_runs_that_are_not_what_they_seem_are_said(tmp_path, data_dir):
+    """A run folder holding another run's checkpoint, a FakeLN checkpoint whose removals are unfinished
+    and a 'pretrained' FakeLN sigma on a model trained from scratch are each said in a note; what a user
+    added to a run's config.json outlives a resume (train.py reads none of it)."""
+    import json
+    import shutil
+    from conftest import TINY
+    short = ['--max_iters=8', '--warmup_iters=2', '--taper_start=2', '--taper_end=6', '--lr_decay_iters=8',
+             '--eval_interval=4']
+    run('train.py', *TINY, *short, f'--data_dir={data_dir}', f'--out_dir={tmp_path}/a', '--taper=internal')
+    run('train.py', *TINY, *short, f'--data_dir={data_dir}', f'--out_dir={tmp_path}/b', '--taper=none',
+        '--aux_loss=none', '--n_layer=1')
+    shutil.copytree(tmp_path / 'b', tmp_path / 'mixed')
+    shutil.copy(tmp_path / 'a' / 'ckpt.pt', tmp_path / 'mixed' / 'ckpt.pt')
+    for script, args in (('fold.py', []), ('sample.py', ['--max_new_tokens=2'])):
+        out = run(script, f'--out_dir={tmp_path}/mixed', *args).stdout
+        assert "is not the run its folder's config.json and log describe (taper 'internal' in the checkpoint, " \
+               "'none' in config.json)" in out, out
+
+    written = tmp_path / 'b' / 'config.json'
+    written.write_text(json.dumps(json.loads(written.read_text()) | {'notes': 'lr spike at 5'}))
+    run('train.py', '--init_from=resume', f'--out_dir={tmp_path}/b', '--max_iters=12', '--lr_decay_iters=12')
+    held = json.loads(written.read_text())
+    assert held['notes'] == 'lr spike at 5' and held['max_iters'] == 12
+
+    out = run('train.py', *TINY, '--max_iters=12', '--warmup_iters=2', '--lr_decay_iters=12', '--eval_interval=2',
+              f'--data_dir={data_dir}', f'--out_dir={tmp_path}/f', '--arch=gpt2', '--norm=layernorm',
+              '--taper=none', '--aux_loss=none', '--fakeln', '--fakeln_sigma=pretrained', '--fakeln_start=2,4,6,10',
+              '--fakeln_gap=1,1,1', '--stop_iter=4').stdout
+    assert "fakeln_sigma='pretrained' measures each LayerNorm's sigma on the model as it starts" in out, out
+    out = run('sample.py', f'--out_dir={tmp_path}/f', '--max_new_tokens=2').stdout
+    assert 'this FakeLN checkpoint (iter 4) still has 4 of its 7 LayerNorm paths in place' in out, out

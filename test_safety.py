@@ -589,3 +589,24 @@ def test_a_folder_in_use_is_refused_by_fold_and_gpu_check(data_dir, tmp_path):
     finally:
         os.close(fd)
     assert proc.returncode == 1 and 'has not written its first checkpoint' in proc.stderr, proc.stderr
+
+
+def test_a_fold_refused_by_an_append_only_folder_is_one_sentence_and_changes_nothing(data_dir, tmp_path):
+    """chattr +a: fold.py may create its ckpt_folded.pt.tmp in the run's folder but neither rename nor
+    remove it. It stops with the sentence of the failed write (no traceback from its clean-up), and every
+    file the folder held before is as it was."""
+    import subprocess
+    folder = tmp_path / 'run'
+    run('train.py', *TINY, '--max_iters=8', '--warmup_iters=2', '--taper_start=2', '--taper_end=6',
+        '--lr_decay_iters=8', '--eval_interval=4', f'--data_dir={data_dir}', f'--out_dir={folder}')
+    before = {f: hashlib.sha256((folder / f).read_bytes()).hexdigest() for f in os.listdir(folder)}
+    if subprocess.run(['chattr', '+a', str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +a is not available here (needs root and a file system that keeps the attribute)")
+    try:
+        proc = run('fold.py', f'--out_dir={folder}', check=False)
+    finally:
+        subprocess.run(['chattr', '-a', str(folder)], check=True)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and 'Traceback' not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f'cannot write {folder}/ckpt_folded.pt') and 'nothing was changed' in lines[0]
+    assert {f: hashlib.sha256((folder / f).read_bytes()).hexdigest() for f in before} == before

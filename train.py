@@ -46,14 +46,14 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import memory
 from memory import describe as describe_memory
 from hf import TokenizerMismatch, export_source, from_pretrained, is_export, pretrained_config, tokenizer_reference
-from model import GPT, GPTConfig, broken_link, device_mistake, load_checkpoint
+from model import GPT, GPTConfig, broken_link, device_mistake, load_checkpoint, missing_hint
 from tokens import (data_tokenizer, open_tokens, other_tokens, prepare_command, read_meta, same_tokenizer,
                     tokenizer_size)
 
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
 # config file and --key=value; each flag says what it takes (configurator.py), and --help lists them.
-from configurator import (Flag, FlagError, configure_globals, flag, folder_kind, init_from_mistake,  # noqa: E402
+from configurator import (Flag, FlagError, configure_globals, discard, flag, folder_kind, init_from_mistake,  # noqa: E402
                           write_failure, write_remedy)
 # I/O
 out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out',
@@ -258,6 +258,11 @@ def check_resumable():
             fail(f"cannot resume: the run in {out_dir} was stopped while it wrote its first checkpoint (only "
                  f"ckpt.pt.tmp, cut short, is there), so there is nothing to resume: start it again with "
                  f"--init_from=scratch --overwrite")
+        renamed = missing_hint(out_dir, 'ckpt.pt', '')
+        if renamed.startswith(f"{out_dir} holds "):  # a checkpoint copied or renamed by hand: ckpt.pth, ckpt (1).pt
+            name = renamed[len(f"{out_dir} holds "):].split(':')[0]
+            fail(f"cannot resume: no checkpoint at {ckpt_path}, but {out_dir} holds {name}: a resume reads ckpt.pt, "
+                 f"so rename {name} to ckpt.pt if it is this run's checkpoint")
         fail(f"cannot resume: no checkpoint at {ckpt_path}: "
              + (f"it is a folder of runs ({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''}): pass one of "
                 f"them as --out_dir" if runs else
@@ -401,6 +406,9 @@ if rank == 0 and not memory_plan:  # allowed, but said: settings that have no ef
     if idle:
         print(f"note: {', '.join(f'{k}={config[k]!r}' for k in idle)} has no effect in this run "
               f"(taper={taper!r}, aux_loss={aux_loss!r}, fakeln={fakeln}, wandb_log={wandb_log})")
+    if fakeln and fakeln_sigma == 'pretrained' and init_from == 'scratch':
+        print("note: fakeln_sigma='pretrained' measures each LayerNorm's sigma on the model as it starts, which "
+              "from scratch is its random initialization: 'live' (the default) follows the sigma as it trains")
     if lr_decay_iters < max_iters and not eval_only:
         print(f"note: the learning rate decays to min_lr={min_lr} by lr_decay_iters={lr_decay_iters} and stays "
               f"there for the last {max_iters - lr_decay_iters} steps")
@@ -988,7 +996,12 @@ def write_run():
     if os.path.isfile(ckpt_path + '.tmp'):  # a save killed mid-write; the checkpoint itself is whole
         os.remove(ckpt_path + '.tmp')
     write_bytes(log_path, ''.join(log_rows).encode())
-    write_bytes(os.path.join(out_dir, 'config.json'), json.dumps(config, indent=1).encode())  # read by plot.py
+    written = os.path.join(out_dir, 'config.json')
+    added = {}  # a resume keeps what the user added to config.json (a "notes" key): train.py reads none of it
+    if init_from == 'resume' and ours(written):
+        with open(written, encoding='utf-8-sig') as f:
+            added = {k: v for k, v in json.load(f).items() if k not in config and k not in TRAIN_FLAGS}
+    write_bytes(written, json.dumps({**config, **added}, indent=1).encode())  # read by plot.py
 
 
 def commit():
@@ -1030,8 +1043,7 @@ def roll_back():
             elif read_bytes(path) != data:
                 write_bytes(path, data)
         except OSError:  # a file that may not be written was not changed either
-            if os.path.isfile(path + '.tmp'):
-                os.remove(path + '.tmp')
+            discard(path + '.tmp')
     if os.path.isdir(replaced_dir):
         for f in os.listdir(replaced_dir):
             os.replace(os.path.join(replaced_dir, f), os.path.join(out_dir, f))
