@@ -495,8 +495,11 @@ def main(argv=None):
             raise
         target = str(getattr(e, 'filename2', None) or getattr(e, 'filename', None) or out).removesuffix('.tmp')
         target = args.export_hf if wrote and target.startswith(staging) else target
+        discard(out + '.tmp')
+        left = f" (only {out}.tmp, which the folder does not let fold.py remove: an append-only folder?)" \
+            if os.path.lexists(out + '.tmp') else ""
         fail(f"cannot write {target} ({reason}): " + (f"{wrote} was written, the export was not; " if wrote else
-                                                      "nothing was changed; ")
+                                                      f"nothing was changed{left}; ")
              + (write_remedy(reason) or "make it writable (a read-only or immutable file? see ls -l, lsattr), or "
                                         "name another file with --out (or folder with --export_hf)"))
     finally:  # this process's own leftovers: another fold's staging folder is that fold's
