@@ -198,6 +198,12 @@ def home(key, value):
     return value if os.path.exists(value) else expanded
 
 
+# The files of a run, a data folder, an export or a report that the scripts read.
+READ_WHOLE = ('ckpt.pt', 'ckpt_folded.pt', 'log.jsonl', 'config.json', 'train_time.json', 'meta.json', 'train.bin',
+              'val.bin', 'pile.bin', 'pile_filtered.bin', 'tokenizer.json', 'tokenizer.model', 'model.safetensors',
+              'report.json')
+
+
 def special_files(key, folder):  # key None: a folder named outside the flags (plot.py's runs)
     """A folder's files that the scripts read whole (a run's ckpt.pt, log.jsonl, a data folder's
     train.bin): one that is a named pipe, a socket or a device stops here, with one sentence, before a
@@ -209,7 +215,7 @@ def special_files(key, folder):  # key None: a folder named outside the flags (p
     except OSError:
         return  # an unreadable folder: its own check says so
     for entry in entries:
-        kind = special_kind(entry.path) if entry.name.lower().endswith(FILE_ENDINGS) else None
+        kind = special_kind(entry.path) if entry.name in READ_WHOLE else None
         if kind:
             raise FlagError(f"{entry.path}, in {f'{key}={folder}' if key else folder}, is {kind}, not a file: the "
                             f"scripts read it whole, more than once; put the file itself there")

@@ -260,12 +260,6 @@ def check_outputs(args, path):
     if os.path.abspath(out) == os.path.abspath(path) or (os.path.exists(out) and os.path.samefile(out, path)):
         fail(f"out={args.out} names the checkpoint being folded ({path}): name a new file, e.g. "
              f"--out={unused(args.out_dir)}")
-    ending = os.path.splitext(args.out)[1].lower()
-    if ending and ending not in ('.pt', '.pth', '.ckpt'):  # .safetensors, .bin, .json: another program's format
-        fail(f"out={args.out} ends in {ending}, but fold.py writes a PyTorch checkpoint (torch.save, read by sample.py "
-             f"and evaluate.py): name it with .pt, e.g. --out={unused(args.out_dir)}"
-             + (", and pass --export_hf=<a folder> for the safetensors weights transformers loads"
-                if ending in ('.safetensors', '.bin') else ""))
     if os.path.basename(out) == 'ckpt.pt':
         fail(f"out={args.out} is named ckpt.pt, train.py's checkpoint, which fold.py never writes: name "
              f"another file, e.g. --out={unused(args.out_dir)}")
@@ -278,6 +272,12 @@ def check_outputs(args, path):
     if os.path.exists(out) and not same_path(folded_from(out), path) and not copy_of(out, path):
         fail(f"{out} holds a model folded from {folded_from(out)}, not from {path}, so fold.py will not replace it: "
              f"name a new file with --out, e.g. --out={unused(args.out_dir)}")
+    ending = os.path.splitext(args.out)[1].lower()
+    if ending and ending not in ('.pt', '.pth', '.ckpt'):  # .safetensors, .bin, .json: another program's format
+        fail(f"out={args.out} ends in {ending}, but fold.py writes a PyTorch checkpoint (torch.save, read by sample.py "
+             f"and evaluate.py): name it with .pt, e.g. --out={unused(args.out_dir)}"
+             + (", and pass --export_hf=<a folder> for the safetensors weights transformers loads"
+                if ending in ('.safetensors', '.bin') else ""))
     why = cannot_write(os.path.dirname(os.path.abspath(out)))
     if why:
         fail(f"{why}: choose an --out_dir or --out you may write")

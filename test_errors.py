@@ -704,7 +704,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'which none of the prepare scripts writes', None),
     ('meta.json with bos_id beyond the vocabulary', 'train.py', [*T, '--data_dir={root}/metabos'],
      'outside its vocabulary', None),
-    ('train.bin a link to a device', 'train.py', [*T, '--data_dir={root}/devbin'], 'is not a regular file', None),
+    ('train.bin a link to a device', 'train.py', [*T, '--data_dir={root}/devbin'], 'is a device, not a file', None),
     ('prepare_tinystories: into a training run', 'prepare_tinystories.py', ['--input_file={root}/small.txt',
      '--out_dir={root}/run'], 'holds a training run', None),
     ('sample: --out_dir beside an HF model', 'sample.py', ['--init_from={root}/hf', '--out_dir={root}/run',
