@@ -355,8 +355,9 @@ def main(argv=None):
         model.set_gate(0.0)
         if taper_note(ckpt):
             print(taper_note(ckpt))
-    if mixed_run_note(path, ckpt):
-        print(mixed_run_note(path, ckpt))
+    mixed = mixed_run_note(path, ckpt)
+    if mixed:
+        print(mixed)
     if folded_note(ckpt, path):
         print(folded_note(ckpt, path))
     data_dir = args.data_dir or (ckpt.get('config') or {}).get('data_dir')

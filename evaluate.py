@@ -116,8 +116,9 @@ def load_model():
         fail(f"cannot evaluate: {e}")
     if taper_note(checkpoint) and (model.tapered_norms() or getattr(model.config, 'fakeln', False)):
         print(taper_note(checkpoint))
-    if mixed_run_note(path, checkpoint):
-        print(mixed_run_note(path, checkpoint))
+    mixed = mixed_run_note(path, checkpoint)
+    if mixed:
+        print(mixed)
     if folded_note(checkpoint, path):
         print(folded_note(checkpoint, path))
     config = model.config

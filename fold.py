@@ -413,8 +413,9 @@ def main(argv=None):
         model = GPT.from_checkpoint(ckpt)
     except (FileNotFoundError, ValueError) as e:
         fail(f"cannot fold: {e}")
-    if mixed_run_note(path, ckpt):
-        print(mixed_run_note(path, ckpt))
+    mixed = mixed_run_note(path, ckpt)
+    if mixed:
+        print(mixed)
     cfg = model.config
     if args.export_hf is not None and cfg.taper == 'none' and not cfg.fakeln and cfg.norm != 'dyt':
         fail(f"cannot export {path}: it is a Baseline run, whose norms stay, so there is no norm-free model to "

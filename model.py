@@ -557,14 +557,20 @@ def missing_hint(out_dir, ckpt, otherwise):
     if os.path.dirname(ckpt) and os.path.isfile(os.path.join(out_dir, os.path.basename(ckpt))):
         return (f"--ckpt is read inside --out_dir, so name it alone: --ckpt={os.path.basename(ckpt)}")
     folder = os.path.dirname(path)
-    name = os.path.basename(ckpt)
+    near = renamed_checkpoint(folder, os.path.basename(ckpt))
+    if near:
+        meant = os.path.relpath(os.path.join(folder, near), out_dir)
+        return f"{folder} holds {near}: pass --ckpt={meant}"
+    return fold_hint(out_dir) if 'folded' in ckpt else otherwise
+
+
+def renamed_checkpoint(folder, name):
+    """The file in folder that is most likely the checkpoint name, copied or renamed by hand (ckpt.pth,
+    'ckpt (1).pt', name without its .pt), or None."""
     there = sorted(f for f in os.listdir(folder) if f != name and (f.endswith(CKPT_ENDINGS) or 'ckpt' in f)
                    and os.path.isfile(os.path.join(folder, f))) if os.path.isdir(folder) else []
     near = [f for f in there if f == name + '.pt'] or difflib.get_close_matches(name, there, n=1, cutoff=0.75)
-    if near:
-        meant = os.path.relpath(os.path.join(folder, near[0]), out_dir)
-        return f"{folder} holds {near[0]}: pass --ckpt={meant}"
-    return fold_hint(out_dir) if 'folded' in ckpt else otherwise
+    return near[0] if near else None
 
 
 def taper_note(ckpt):

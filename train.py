@@ -46,7 +46,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import memory
 from memory import describe as describe_memory
 from hf import TokenizerMismatch, export_source, from_pretrained, is_export, pretrained_config, tokenizer_reference
-from model import GPT, GPTConfig, broken_link, device_mistake, load_checkpoint, missing_hint
+from model import GPT, GPTConfig, broken_link, device_mistake, load_checkpoint, renamed_checkpoint
 from tokens import (data_tokenizer, open_tokens, other_tokens, prepare_command, read_meta, same_tokenizer,
                     tokenizer_size)
 
@@ -258,9 +258,8 @@ def check_resumable():
             fail(f"cannot resume: the run in {out_dir} was stopped while it wrote its first checkpoint (only "
                  f"ckpt.pt.tmp, cut short, is there), so there is nothing to resume: start it again with "
                  f"--init_from=scratch --overwrite")
-        renamed = missing_hint(out_dir, 'ckpt.pt', '')
-        if renamed.startswith(f"{out_dir} holds "):  # a checkpoint copied or renamed by hand: ckpt.pth, ckpt (1).pt
-            name = renamed[len(f"{out_dir} holds "):].split(':')[0]
+        name = renamed_checkpoint(out_dir, 'ckpt.pt')
+        if name:  # a checkpoint copied or renamed by hand: ckpt.pth, ckpt (1).pt
             fail(f"cannot resume: no checkpoint at {ckpt_path}, but {out_dir} holds {name}: a resume reads ckpt.pt, "
                  f"so rename {name} to ckpt.pt if it is this run's checkpoint")
         fail(f"cannot resume: no checkpoint at {ckpt_path}: "
