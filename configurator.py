@@ -587,6 +587,22 @@ class FolderLock:
                              f"its checks no longer hold: run this again")
 
 
+def locked(path):
+    """Whether another process holds an exclusive lock on path (a folder or a file): train.py's on its
+    running run's folder, fold.py's on the checkpoint it folds. The probe, a shared lock, is let go at once."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def bad_thread_count():
     """The sentence for a thread count in the environment that OpenMP or MKL cannot read, else None."""
     for name, form in THREAD_COUNTS.items():
@@ -1047,13 +1063,34 @@ class Stopped(KeyboardInterrupt):
     that its clean-up runs as after Ctrl-C (a half-written file removed) and the hook says why."""
 
 
+# The signals that stop a script, each with the words that say why; the kernel's SIGKILL cannot be caught.
+# train.py's run rolls back on each (and on Ctrl-C), every other script stops through Stopped.
+SIGNALS = {signal.SIGTERM: "terminated (SIGTERM)",
+           signal.SIGHUP: "its terminal closed (SIGHUP; nohup or tmux keeps a job going)",
+           signal.SIGQUIT: "Ctrl-\\ (SIGQUIT)",
+           signal.SIGUSR1: "SIGUSR1 (a scheduler's warning that the job's time is up?)",
+           signal.SIGUSR2: "SIGUSR2 (a scheduler's warning that the job's time is up?)",
+           signal.SIGXCPU: "the CPU-time limit (ulimit -t) ran out (SIGXCPU)"}
+
+
+def running_script(frame):
+    """Whether frame lies under the script's own code (its module's frame, __main__, is on the stack);
+    after the script's last line, exit callbacks run with no such frame."""
+    while frame is not None:
+        if frame.f_code.co_name == '<module>' and frame.f_globals.get('__name__') == '__main__':
+            return True
+        frame = frame.f_back
+    return False
+
+
 def stopped(signum, frame):
-    raise Stopped({signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "its terminal closed (SIGHUP)"}[signum])
+    if running_script(frame):  # a signal as the interpreter exits, its work done, changes nothing
+        raise Stopped(SIGNALS[signum])
 
 
 if os.path.dirname(os.path.abspath(getattr(sys.modules['__main__'], '__file__', '') or '.')) == \
         os.path.dirname(os.path.abspath(__file__)):  # a script of this repository, not a program importing it
-    for _signum in (signal.SIGTERM, signal.SIGHUP):
+    for _signum in SIGNALS:
         if signal.getsignal(_signum) == signal.SIG_DFL:  # nohup's ignored SIGHUP stays ignored
             signal.signal(_signum, stopped)
 

@@ -34,7 +34,8 @@ import torch
 import torch.nn.functional as F
 
 from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags
-from model import GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note, replaced_run, taper_note
+from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
+                   replaced_run, run_checkpoint, taper_note)
 from tokens import data_tokenizer, load_tokenizer, open_tokens, other_tokens, prepare_command, read_meta, same_tokenizer
 
 
@@ -339,7 +340,9 @@ def main(argv=None):
         fail(str(e))
     if args.plot is not None:
         check_plot(args.plot)
-    path = os.path.join(args.out_dir, args.ckpt)
+    path, elsewhere = run_checkpoint(args.out_dir, args.ckpt)
+    if elsewhere:
+        print(f"note: {elsewhere}")
     replaced_run(os.path.dirname(path), 'diagnose')
     broken_link(path, 'diagnose')
     if not os.path.isfile(path):

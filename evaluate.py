@@ -34,7 +34,8 @@ from tqdm import tqdm
 
 from configurator import FlagError, configure_globals, flag
 from hf import from_pretrained, init_from_conflict, is_export, tokenizer_reference
-from model import GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note, pick_device, replaced_run, taper_note
+from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
+                   pick_device, replaced_run, run_checkpoint, taper_note)
 from tokens import data_tokenizer, open_tokens, prepare_command, raw_text, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
@@ -103,7 +104,9 @@ def load_model():
             family = 'GPT-2' if model.config.arch == 'gpt2' else 'Llama'
             name = f"{family} norm-free (fold.py --export_hf)" if is_export(init_from) else f"{family} (pretrained)"
             return model, name, tokenizer_reference(init_from)
-        path = os.path.join(out_dir, ckpt)
+        path, elsewhere = run_checkpoint(out_dir, ckpt)
+        if elsewhere:
+            print(f"note: {elsewhere}")
         replaced_run(os.path.dirname(path), 'evaluate')
         broken_link(path, 'evaluate')
         if not os.path.isfile(path):

@@ -29,9 +29,9 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 import numpy as np
 import torch
 
-from configurator import FlagError, cannot_write, discard, flag, parse_flags, write_failure, write_remedy
+from configurator import FlagError, cannot_write, discard, flag, locked, parse_flags, write_failure, write_remedy
 from diagnose import train_counts
-from model import GPT, FakeLN, LayerNorm, broken_link, load_checkpoint, missing_hint, mixed_run_note
+from model import GPT, FakeLN, LayerNorm, broken_link, load_checkpoint, missing_hint, mixed_run_note, run_checkpoint
 from tokens import open_tokens, read_meta
 
 
@@ -186,14 +186,7 @@ def hold(path):
 
 def training_in(folder):
     """Whether a train.py is training in folder now: it holds the folder's lock (train.hold_out_dir)."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # let go at once, as the fd closes
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
+    return locked(folder)
 
 
 staged = None  # the export's staging folder, once this process holds it (claim)
@@ -399,7 +392,9 @@ def main(argv=None):
         args = parse_flags(FLAGS, argv)
     except FlagError as e:
         fail(str(e))
-    path = os.path.join(args.out_dir, args.ckpt)
+    path, elsewhere = run_checkpoint(args.out_dir, args.ckpt)
+    if elsewhere:  # the folded file goes in --out_dir: beside another run's files
+        fail(f"cannot fold: {elsewhere}; fold.py writes beside the checkpoint it folds, so name its own folder")
     broken_link(path, 'fold')
     if not os.path.isfile(path) and os.path.isdir(args.out_dir) and training_in(args.out_dir):
         fail(f"cannot fold {path} yet: a train.py is training in {args.out_dir} right now and has not written its "

@@ -400,13 +400,19 @@ def pick_device(device):
     return device
 
 
-def replaced_run(folder, script):
-    """Stop with one sentence when folder holds no checkpoint because an --overwrite run was killed
-    before its first one: the run it replaced waits in folder/.replaced, and a resume puts it back."""
+def replaced_hint(folder):
+    """When folder holds no checkpoint because an --overwrite run was killed before its first one, the
+    words that say so: the run it replaced waits in folder/.replaced, and a resume puts it back. Else None."""
     if os.path.isdir(os.path.join(folder, '.replaced')) and not os.path.isfile(os.path.join(folder, 'ckpt.pt')):
-        raise SystemExit(f"cannot {script}: an --overwrite run in {folder} was killed before its first checkpoint, "
-                         f"and the run it replaced waits in {folder}/.replaced: `python train.py --init_from=resume "
-                         f"--out_dir={folder}` puts it back")
+        return (f"an --overwrite run in {folder} was killed before its first checkpoint, and the run it replaced "
+                f"waits in {folder}/.replaced: `python train.py --init_from=resume --out_dir={folder}` puts it back")
+    return None
+
+
+def replaced_run(folder, script):
+    """Stop with one sentence when folder is a run folder left by a killed --overwrite (replaced_hint)."""
+    if replaced_hint(folder):
+        raise SystemExit(f"cannot {script}: {replaced_hint(folder)}")
 
 
 def broken_link(path, script):
@@ -423,7 +429,8 @@ def load_checkpoint(path, device='cpu', mmap=False):
     if os.path.isdir(path):
         raise ValueError(f"{path} is a folder, not a checkpoint file: name the ckpt.pt that train.py or fold.py wrote")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"no checkpoint at {path}")
+        raise FileNotFoundError(f"no checkpoint at {path}" + (f": {replaced_hint(os.path.dirname(path) or '.')}"
+                                                              if replaced_hint(os.path.dirname(path) or '.') else ""))
     try:  # torch.load does not check the checksums its zip format stores: a flipped bit would load as a weight
         with zipfile.ZipFile(path) as archive:
             damaged = archive.testzip()
@@ -548,10 +555,23 @@ def mixed_run_note(path, ckpt):
             f"is the checkpoint's")
 
 
+def run_checkpoint(out_dir, ckpt):
+    """The checkpoint file --ckpt names in the run folder --out_dir, and a note, or None, when --ckpt is a
+    path to a file in another folder: that file is read, and --out_dir is not."""
+    path = os.path.join(out_dir, ckpt)
+    if os.path.dirname(ckpt) and os.path.realpath(os.path.dirname(path)) != os.path.realpath(out_dir):
+        return path, (f"--ckpt={ckpt} is a path of its own, so that file is read, not a checkpoint in "
+                      f"--out_dir={out_dir} (--ckpt names a file in --out_dir: --out_dir={os.path.dirname(path)} "
+                      f"--ckpt={os.path.basename(path)})")
+    return path, None
+
+
 def missing_hint(out_dir, ckpt, otherwise):
     """What to do when out_dir holds no checkpoint file ckpt: the checkpoint beside it that was likely
     meant (ckpt_folded for ckpt_folded.pt), else, for a folded one, fold_hint, else otherwise."""
     path = os.path.join(out_dir, ckpt)
+    if replaced_hint(os.path.dirname(path)):
+        return replaced_hint(os.path.dirname(path))
     if os.path.exists(path):  # there, but no file: a named pipe, a device, a socket
         return f"{path} is not a regular file (a pipe or a device?): put the checkpoint file itself there"
     if os.path.dirname(ckpt) and os.path.isfile(os.path.join(out_dir, os.path.basename(ckpt))):

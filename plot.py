@@ -47,6 +47,9 @@ def load_run(run_dir):
     if not os.path.isdir(run_dir):
         raise SystemExit(f"run directory {run_dir} not found; pass the out_dir of a train.py run.")
     special_files(None, run_dir)
+    if os.path.isdir(os.path.join(run_dir, ".replaced")):  # a killed --overwrite: its log is not the run's
+        from model import replaced_run
+        replaced_run(run_dir, "plot")
     kind = folder_kind(run_dir)
     if kind and not kind.startswith("a training run"):
         raise SystemExit(f"{run_dir} is {kind}, not a train.py run: pass the out_dir of a train.py run.")

@@ -26,7 +26,8 @@ import torch
 
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
 from configurator import FlagError, configure_globals, flag, not_utf8
-from model import GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note, pick_device, replaced_run, taper_note
+from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
+                   pick_device, replaced_run, run_checkpoint, taper_note)
 from tokens import load_tokenizer, tokenizer_size
 
 # -----------------------------------------------------------------------------
@@ -94,7 +95,9 @@ conflict = init_from_conflict(init_from, out_dir, ckpt, 'sample.py samples')
 if conflict:
     fail(conflict)
 if init_from == 'resume':
-    path = os.path.join(out_dir, ckpt)
+    path, elsewhere = run_checkpoint(out_dir, ckpt)
+    if elsewhere:
+        print(f"note: {elsewhere}")
     replaced_run(os.path.dirname(path), 'sample')
     broken_link(path, 'sample')
     if not os.path.isfile(path) and not os.path.isdir(path):

@@ -260,8 +260,21 @@ def test_a_run_whose_folder_changed_after_its_checks_stops_before_writing(data_d
         (out / name).write_bytes(data)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode != 0 and 'Traceback' not in err, err[-2000:]
-    assert f'another train.py wrote into {out} after this run' in err.strip().splitlines()[-1]
+    assert f"ckpt.pt, config.json, log.jsonl in {out} changed after this run's checks" in err.strip().splitlines()[-1]
     assert {f.name: f.read_bytes() for f in out.iterdir()} == other
+    # A figure plot.py writes beside the run meanwhile is not the run's: the run goes on, and it stays.
+    beside = tmp_path / 'beside'
+    proc = subprocess.Popen([sys.executable, 'train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={beside}',
+                             '--eval_iters=400', '--max_iters=2', '--warmup_iters=1', '--taper_start=1', '--taper_end=2',
+                             '--lr_decay_iters=2', '--eval_interval=2'], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    while line and 'parameters' not in line:  # its checks are done
+        line = proc.stdout.readline()
+    beside.mkdir(exist_ok=True)
+    (beside / 'loss.png').write_bytes(b'a figure')
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0 and (beside / 'loss.png').read_bytes() == b'a figure', err[-2000:]
 
 
 def test_one_prepare_at_a_time_writes_a_data_folder(data_dir, tmp_path):
@@ -305,11 +318,11 @@ def heeds_ctrl_c():
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
-@pytest.mark.parametrize('how', ['SIGINT', 'SIGTERM'])
+@pytest.mark.parametrize('how', ['SIGINT', 'SIGTERM', 'SIGUSR1', 'SIGXCPU'])
 def test_ctrl_c_in_a_script_is_one_line(data_dir, tmp_path, how):
-    """Ctrl-C (SIGINT) or a scheduler's SIGTERM in a script that does not train, here sample.py
-    mid-output, stops it with one line on stderr through the scripts' shared hook: not a
-    KeyboardInterrupt traceback, and not SIGTERM's silent death."""
+    """Ctrl-C (SIGINT), a scheduler's SIGTERM or SIGUSR1, or the SIGXCPU of a CPU-time limit in a script
+    that does not train, here sample.py mid-output, stops it with one line on stderr through the scripts'
+    shared hook: not a KeyboardInterrupt traceback, and not the signal's silent death."""
     import signal
     import subprocess
     import sys
@@ -325,8 +338,28 @@ def test_ctrl_c_in_a_script_is_one_line(data_dir, tmp_path, how):
     proc.send_signal(getattr(signal, how))
     _, err = proc.communicate(timeout=120)
     lines = [line for line in err.splitlines() if line.strip()]
-    assert proc.returncode != 0 and lines == [f"sample.py stopped: "
-                                              f"{'interrupted (Ctrl-C)' if how == 'SIGINT' else 'terminated (SIGTERM)'}"], err[-2000:]
+    said = {'SIGINT': 'interrupted (Ctrl-C)', 'SIGTERM': 'terminated (SIGTERM)',
+            'SIGUSR1': "SIGUSR1 (a scheduler's warning that the job's time is up?)",
+            'SIGXCPU': 'the CPU-time limit (ulimit -t) ran out (SIGXCPU)'}[how]
+    assert proc.returncode != 0 and lines == [f"sample.py stopped: {said}"], err[-2000:]
+
+
+def test_a_signal_after_a_scripts_last_line_changes_nothing():
+    """A signal that arrives as the interpreter exits, the script's work done, runs its handler inside an
+    exit callback: it says nothing and raises nothing there (which Python would print as a traceback),
+    while the same signal under the script's own code stops it."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    script = ("import atexit, signal, sys, configurator\n"
+              "atexit.register(lambda: configurator.stopped(signal.SIGTERM, sys._getframe()))\n"
+              "try:\n"
+              "    configurator.stopped(signal.SIGTERM, sys._getframe())\n"
+              "except configurator.Stopped as e:\n"
+              "    print('stopped:', e)\n")
+    proc = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == '', proc.stderr
+    assert proc.stdout == 'stopped: terminated (SIGTERM)\n'
 
 
 @pytest.mark.parametrize('how', ['SIGTERM', 'SIGINT'])
@@ -557,10 +590,12 @@ def test_a_script_whose_output_fails_keeps_its_files_or_says_so(data_dir, tmp_pa
             assert proc.returncode == 1 and lines[0].startswith('sample.py stopped: its standard output failed')
 
 
-def test_a_folder_in_use_is_refused_by_fold_and_gpu_check(data_dir, tmp_path):
+def test_a_folder_in_use_is_refused_by_fold_train_and_gpu_check(data_dir, tmp_path):
     """fold.py into a run folder where a train.py is training (it holds the folder's lock: here this test
     holds it, as train.py does), or gpu_check.py into a folder another check is writing: one sentence,
-    nothing written. A fold written elsewhere goes on beside the running run."""
+    nothing written. A fold written elsewhere goes on beside the running run. While a fold.py folds a
+    run's checkpoint (it holds the file's lock: here this test does, and a second fold.py is refused by
+    it), train.py neither writes a new run over that run nor resumes it."""
     import fcntl
     out = tmp_path / 'run'
     run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=4', '--lr_decay_iters=4',
@@ -589,6 +624,20 @@ def test_a_folder_in_use_is_refused_by_fold_and_gpu_check(data_dir, tmp_path):
     finally:
         os.close(fd)
     assert proc.returncode == 1 and 'has not written its first checkpoint' in proc.stderr, proc.stderr
+    before = {f: (out / f).read_bytes() for f in os.listdir(out)}
+    fd = os.open(out / 'ckpt.pt', os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        procs = [run('fold.py', f'--out_dir={out}', check=False),
+                 run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--overwrite', check=False),
+                 run('train.py', '--init_from=resume', f'--out_dir={out}', '--max_iters=6', check=False)]
+    finally:
+        os.close(fd)
+    said = ['another fold.py is folding', *[f'a fold.py is folding {out}/ckpt.pt right now: wait for it to end'] * 2]
+    for proc, words in zip(procs, said):
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 1 and len(lines) == 1 and words in lines[0], proc.stderr
+    assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
 
 
 def test_a_fold_refused_by_an_append_only_folder_is_one_sentence_and_changes_nothing(data_dir, tmp_path):

@@ -54,7 +54,7 @@ from tokens import (data_tokenizer, open_tokens, other_tokens, prepare_command, 
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
 # config file and --key=value; each flag says what it takes (configurator.py), and --help lists them.
 from configurator import (Flag, FlagError, configure_globals, discard, flag, folder_kind, init_from_mistake,  # noqa: E402
-                          write_failure, write_remedy)
+                          locked, write_failure, write_remedy)
 # I/O
 out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out',
                read_only_when=lambda values: values['eval_only'] or values['memory_plan'])  # they write nothing
@@ -378,13 +378,27 @@ def logged(row, path):
     return False
 
 
+RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json', 'ckpt_folded.pt', 'train_time.json')  # --overwrite's
+
+
 def folder_state():
-    """out_dir's files, by name, size and time of change ({} when there is no folder): what the checks
-    below saw, which must still hold at the run's first write."""
+    """out_dir's run files (and their .tmp), by name, size and time of change ({} when there is no folder):
+    what the checks below saw, which must still hold at the run's first write. Other files (figures a
+    plot.py put beside the run) are not the run's."""
     if not os.path.isdir(out_dir):
         return {}
     return {e.name: (e.stat(follow_symlinks=False).st_size, e.stat(follow_symlinks=False).st_mtime_ns)
-            for e in os.scandir(out_dir) if e.is_file(follow_symlinks=False) or e.is_symlink()}
+            for e in os.scandir(out_dir) if (e.is_file(follow_symlinks=False) or e.is_symlink())
+            and e.name.removesuffix('.tmp') in RUN_FILES}
+
+
+def folding():
+    """One sentence when a fold.py is folding out_dir's checkpoint right now (it holds the file's lock):
+    a run written over it meanwhile would leave the old run's folded file beside the new run."""
+    if os.path.isfile(ckpt_path) and locked(ckpt_path):
+        return (f"a fold.py is folding {ckpt_path} right now: wait for it to end, then run this again (it writes "
+                f"{out_dir}/ckpt_folded.pt of the run as it is now)")
+    return None
 
 
 out_dir_lock = None
@@ -533,6 +547,8 @@ if init_from != 'resume' and not memory_plan:  # a plan writes nothing
              f"again over it, or choose another out_dir")
 if eval_only and overwrite:
     fail("--eval_only writes nothing, so --overwrite means nothing with it: drop one of them")
+if not (memory_plan or eval_only) and folding():
+    fail(folding())
 
 # --- data: windows of one concatenated token stream, at random offsets or as shuffled blocks ----
 prepare_cmd = prepare_command(data_dir, vocab_size)
@@ -925,7 +941,6 @@ if master and init_from == 'resume' and not eval_only and not os.path.isfile(log
 # Each checkpoint commits what the run wrote up to it; a run that fails rolls out_dir back to its last
 # commit, so a refused or failed run leaves out_dir as it found it, and a failure mid-run leaves the
 # last good checkpoint with the log that matches it.
-RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json', 'ckpt_folded.pt', 'train_time.json')  # --overwrite's
 replaced_dir = os.path.join(out_dir, '.replaced')  # the old run's files, until the new run's first checkpoint
 created_dir = not os.path.isdir(out_dir)
 original = {}      # file -> its bytes before this run (None: it did not exist); empty until open_run()
@@ -981,9 +996,14 @@ def open_run():
 def write_run():
     os.makedirs(out_dir, exist_ok=True)
     hold_out_dir()  # held from the first write on
-    if folder_state() != checked_state:  # a run started beside this one, that wrote first and has ended
-        fail(f"another train.py wrote into {out_dir} after this run's checks (a job submitted twice?), so this "
-             f"run stops before writing: {out_dir} holds that run's files; choose another out_dir, or resume it")
+    if folding():
+        fail(folding())
+    now = folder_state()
+    if now != checked_state:  # another program wrote the run's files since, and has ended
+        changed = sorted(f for f in {*now, *checked_state} if now.get(f) != checked_state.get(f))
+        fail(f"{', '.join(changed)} in {out_dir} changed after this run's checks (another train.py, a job submitted "
+             f"twice? or a fold.py that has ended), so this run stops before writing: look at what the folder holds "
+             f"now, then run this again")
     for name in ('log.jsonl', 'config.json'):
         original[name] = read_bytes(os.path.join(out_dir, name))
     if overwrite and init_from != 'resume':
@@ -1014,14 +1034,8 @@ def commit():
         os.rmdir(replaced_dir)
 
 
-# The signals that stop a run, each with the words that say why; the kernel's SIGKILL cannot be caught, and
-# leaves the run as of its last checkpoint too.
-STOPS = {signal.SIGINT: "interrupted", signal.SIGTERM: "stopped (SIGTERM)",
-         signal.SIGHUP: "stopped: its terminal closed (SIGHUP; nohup or tmux keeps a run going)",
-         signal.SIGQUIT: "stopped (Ctrl-\\, SIGQUIT)",
-         signal.SIGUSR1: "stopped by SIGUSR1 (a scheduler's warning that the job's time is up?)",
-         signal.SIGUSR2: "stopped by SIGUSR2 (a scheduler's warning that the job's time is up?)",
-         signal.SIGXCPU: "stopped: the CPU-time limit (ulimit -t) ran out"}
+# The signals that stop a run (configurator.SIGNALS, and Ctrl-C), each with the words that say why.
+STOPS = {signal.SIGINT: "interrupted", **{s: f"stopped: {why}" for s, why in configurator.SIGNALS.items()}}
 
 
 def roll_back():
@@ -1311,7 +1325,7 @@ while True:
         for stop, why in STOPS.items():  # Ctrl-C, a scheduler's kill or warning, a limit: the same roll-back
             if signal.getsignal(stop) in (signal.SIG_DFL, configurator.stopped, signal.default_int_handler) or \
                     stop in (signal.SIGINT, signal.SIGTERM):  # not a signal nohup ignores
-                signal.signal(stop, lambda signum, _: fail(
+                signal.signal(stop, lambda signum, frame: configurator.running_script(frame) and fail(
                     f"{STOPS[signum]} at iter {iter_num}: {out_dir} is as of its last checkpoint (iter "
                     f"{last_saved}); --init_from=resume continues from there" if last_saved is not None else
                     f"{STOPS[signum]} at iter {iter_num} before the first checkpoint: {out_dir} is as it was"))
