@@ -138,11 +138,13 @@ def convert(key, value, spec):
             raise FlagError(f"{key}={value!r} holds a line break, tab or other control character (a pasted "
                             f"value?): give it as one line of plain text")
         path_like = spec.path or key.endswith(('_dir', '_file', '_root')) or key in PATH_KEYS
-        if isinstance(value, str) and not path_like and key not in FREE_TEXT and not value.isascii():
+        if isinstance(value, str) and (spec.choices is not None or key in NAMES) and not value.isascii():
             raise FlagError(f"{key}={value!r} {not_ascii(value)}: {key} takes {spec.rule()}; type it again")
         if isinstance(value, str) and path_like:
             value = home(key, value)
             pasted_path(key, value)
+            too_long(key, value)
+            other_form(key, value)
             try:
                 value = checked_range(key, value, spec)
             except FlagError as e:
@@ -176,7 +178,9 @@ def convert(key, value, spec):
 
 
 INVISIBLE = '\u200b\u200c\u200d\u2060\ufeff'  # zero-width characters, a byte-order mark
-FREE_TEXT = ('start', 'label', 'labels', 'wandb_project', 'wandb_run_name')  # any letters; every other text flag is a name
+# Text flags matched against fixed spellings beside those with choices ('cuda:N'): a letter from another
+# alphabet that looks like the right one is named. Any other text (a prompt, a label, a prefix) takes any letter.
+NAMES = ('device',)
 
 
 def not_ascii(value):
@@ -184,6 +188,40 @@ def not_ascii(value):
     of value outside ASCII, made visible (a look-alike from another alphabet reads as the right word)."""
     c = next(c for c in value if not c.isascii())
     return f"holds {c!r} (U+{ord(c):04X}, {unicodedata.name(c, 'unnamed')}), not a plain ASCII character"
+
+
+def too_long(key, path):
+    """A path longer than the system takes whole (PATH_MAX, 4096 bytes on Linux, counted from /): every
+    file under it would fail to open with a cryptic error, after a folder chain was made for nothing."""
+    whole = len(os.path.abspath(path).encode())
+    limit = os.pathconf('/', 'PC_PATH_MAX')
+    if whole + 64 >= limit:  # room for the names written under a folder (.replaced/ckpt_folded.pt.tmp)
+        raise FlagError(f"{key} is a path of {whole} bytes (from /), and this system takes paths of at most {limit - 1}, "
+                        f"the files the scripts write under it included: choose a shorter one")
+
+
+def other_form(key, path):
+    """A path not there whose missing name is there in another Unicode form: 'é' typed as one character (NFC,
+    as Linux keyboards type it) where the file system holds e + a combining accent (NFD, as macOS writes
+    names), or the reverse. The two look the same and are different names."""
+    if path.isascii() or os.path.exists(path):
+        return
+    parent = ''
+    for part in os.path.normpath(path).split(os.sep):
+        here = os.path.join(parent, part) if parent or part else os.sep
+        if not os.path.exists(here):
+            try:
+                names = os.listdir(parent or '.')
+            except OSError:
+                return
+            nfc = unicodedata.normalize('NFC', part)
+            same = [n for n in names if n != part and unicodedata.normalize('NFC', n) == nfc]
+            if same:
+                raise FlagError(f"{key}={path}: {parent or '.'} holds no {part!a} but {same[0]!a}, the same letters "
+                                f"in another Unicode form (a name copied from macOS?): rename it, or give the path "
+                                f"as it is written there")
+            return
+        parent = here
 
 
 def home(key, value):
@@ -760,6 +798,10 @@ def known(key, flags, prog, where):
     if key in ('config', 'config_file', 'cfg') and key not in flags:  # argparse's habit
         raise FlagError(f"--{key} is no flag: a config file is named alone, before the flags that change it, "
                         f"e.g. python {prog} config/quick_cpu.py --max_iters=100")
+    negated = re.fullmatch(r'(no|disable|without)[-_](\w[\w-]*)', key)  # argparse's --no-compile habit
+    if negated and negated[2].replace('-', '_') in flags and flags[negated[2].replace('-', '_')].type is bool:
+        raise FlagError(f"unknown flag '{key}' {where}: a boolean is switched off with "
+                        f"--{negated[2].replace('-', '_')}=False")
     close = difflib.get_close_matches(key, list(flags), n=1, cutoff=0.75)  # 0.6 offers 'fakeln' for 'backend'
     hint = f"; did you mean '{close[0]}'?" if close else f" (`python {prog} --help` lists them)"
     raise FlagError(f"unknown flag '{key}' {where}{hint}")
@@ -819,6 +861,7 @@ def read_file(path, values, flags, prog):
                         f"first, e.g. python {prog} config/quick_cpu.py")
     try:
         namespace['__name__'] = '__main__'  # as `python config.py` would run it: an `if __name__` block too
+        namespace['__file__'] = os.path.abspath(path)  # a config that places out_dir beside itself
         exec(compile(tree, path, 'exec'), namespace)
     except SyntaxError as e:
         raise FlagError(f"config file {path}, line {e.lineno}: {e.msg}; a config file is Python that "

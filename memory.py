@@ -361,6 +361,10 @@ def main(argv=None):
     flags = [a for a in rest if a.startswith('--')]
     if not files:
         raise SystemExit("--summary makes one row per config file: name at least one, e.g. config/finetune_gpt2_*.py")
+    real = [os.path.realpath(f) for f in files]
+    twice = next((f for f, r in zip(files, real) if real.count(r) > 1), None)
+    if twice:  # one file under two spellings too (a shell pattern and the name typed again)
+        raise SystemExit(f"--summary would plan {twice} more than once (it is named twice): name each config file once")
     rows = []  # every row planned before the table starts: a refused config leaves no half table
     for path in files:
         config = hf_shaped(checked(resolve([path, *flags]), path), [path, *flags])

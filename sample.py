@@ -60,6 +60,9 @@ try:
     device = pick_device(device)
 except (FlagError, ValueError) as e:
     fail(str(e))
+if temperature == 0 and num_samples > 1:
+    print(f"note: temperature=0 decodes greedily, so the {num_samples} samples are the same (top_k and seed are not "
+          f"read): set a temperature above 0 for different ones")
 if start[:5].lower() == 'file:' and not start.startswith('FILE:') and os.path.isfile(start[5:]):
     fail(f"--start={start} reads as the prompt text itself: write FILE: in capitals, --start=FILE:{start[5:]}, to "
          f"read the prompt from that file")

@@ -26,6 +26,7 @@ OFFLINE = {'HF_HUB_OFFLINE': '1'}  # transformers' own no-network path, without 
 # Progress bars of work that succeeded before the mistake surfaced (datasets' loading, transformers'
 # weight loading) are not part of the message.
 QUIET = {'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'HF_HUB_DISABLE_PROGRESS_BARS': '1'}
+LONG = '/'.join(['x' * 200] * 21)  # 21 legal names of 200 bytes: a path past Linux's 4,096 bytes
 OWT = ['--input_file={shared}/openwebtext/sample.jsonl', '--out_dir={root}/o7']  # valid, plus one flaw
 GPT2_HF = ['--init_from={root}/hf', '--arch=gpt2', '--norm=layernorm', '--taper=none', '--n_head=2',
            '--n_embd=32', '--aux_loss=baroni']
@@ -884,6 +885,29 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'goes back to iter 4 after iter 8: the rows are out of order', None),
     ('plot: an empty object appended to a log', 'plot.py', ['{root}/emptyrow', '--out_dir={root}/pl'],
      "it has neither 'lr' (a train row) nor 'val_loss' (an eval row)", None),
+    # twenty-second sweep
+    ('a boolean switched off the argparse way', 'train.py', [*T, '--no_compile'], 'switched off with --compile=False',
+     None),
+    ('bench: a boolean switched off in dashes', 'bench.py', ['--no-compile', '--device=cpu'],
+     'switched off with --compile=False', None),
+    ('a config file that switches a boolean off the argparse way', 'train.py', ['{root}/negated.py', *T],
+     'switched off with --tied_head=False', None),
+    ('an out_dir longer than the system takes a path', 'train.py', [*T, '--out_dir={root}/' + LONG],
+     'the files the scripts write under it included', None),
+    ('sample: a run folder longer than the system takes a path', 'sample.py', ['--out_dir={root}/' + LONG, '--device=cpu'],
+     'the files the scripts write under it included', None),
+    ('a data folder typed in one Unicode form and named on disk in the other', 'train.py',
+     [*T, '--data_dir={root}/donn\u00e9es'], "but 'donne\\u0301es', the same letters in another Unicode form", None),
+    ('fold: a folder whose --overwrite run was killed before its first checkpoint', 'fold.py',
+     ['--out_dir={root}/killed_overwrite'], 'the run it replaced waits in', None),
+    ('bench: the checkpoint of a folder whose --overwrite run was killed', 'bench.py',
+     ['--ckpt={root}/killed_overwrite/ckpt.pt', '--device=cpu'], 'the run it replaced waits in', None),
+    ('plot: a folder whose --overwrite run was killed (its log is the killed run\'s)', 'plot.py',
+     ['{root}/killed_overwrite', '--out_dir={root}/pl'], 'the run it replaced waits in', None),
+    ("fold: --ckpt naming another run's checkpoint, beside which nothing is written", 'fold.py',
+     ['--out_dir={root}/run', '--ckpt={root}/trun/ckpt.pt'], 'fold.py writes beside the checkpoint it folds', None),
+    ('memory: one config file named twice in a summary', 'memory.py',
+     ['--summary', 'config/quick_cpu.py', 'config/../config/quick_cpu.py'], 'name each config file once', None),
 ]
 
 
@@ -1288,6 +1312,9 @@ def make_workspace(root, data_dir):
     ckpt = torch.load(f'{root}/linkrep_run/ckpt.pt', weights_only=True)
     ckpt['config']['data_dir'] = f'{root}/datalink'
     torch.save(ckpt, f'{root}/linkrep_run/ckpt.pt')
+    open(f'{root}/negated.py', 'w').write('no_tied_head = True\n')
+    open(f'{root}/usefile.py', 'w').write("import os\nout_dir = os.path.join(os.path.dirname(__file__), 'beside')\n")
+    os.makedirs(f'{root}/donne\u0301es')  # a name as macOS writes it: e, then the combining acute accent
     shutil.copytree(f'{root}/llama', f'{root}/llama_lfs')  # cloned without git-lfs: pointers for weights
     open(f'{root}/llama_lfs/model.safetensors', 'w').write('version https://git-lfs.github.com/spec/v1\n'
                                                            'oid sha256:' + '0' * 64 + '\nsize 1234567\n')
@@ -1399,6 +1426,10 @@ ACCEPTED = [  # (case, script, arguments, environment)
      ['{root}/cutcfg', '--out_dir={root}/plcutcfg'], None),
     ("plot: a run whose config.json an editor saved with a byte-order mark", 'plot.py',
      ['{root}/bomrun', '--out_dir={root}/plbom'], None),
+    ('plot: a file-name prefix with an en dash', 'plot.py', ['{root}/run', '--out_dir={root}/pldash',
+                                                            '--prefix=fig 1 \u2013 '], None),
+    ('a config file that places out_dir beside itself with __file__', 'train.py', ['{root}/usefile.py', *T,
+                                                                                    '--memory_plan'], None),
 ]
 
 

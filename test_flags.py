@@ -298,11 +298,14 @@ def test_a_config_file_or_a_prompt_through_a_pipe_is_read(tmp_path):
 
 
 def test_runs_that_are_not_what_they_seem_are_said(tmp_path, data_dir):
-    """A run folder holding another run's checkpoint, a FakeLN checkpoint whose removals are unfinished
-    and a 'pretrained' FakeLN sigma on a model trained from scratch are each said in a note; what a user
-    added to a run's config.json outlives a resume (train.py reads none of it)."""
+    """A run folder holding another run's checkpoint, a FakeLN checkpoint whose removals are unfinished,
+    a 'pretrained' FakeLN sigma on a model trained from scratch, a --ckpt path that reads another folder
+    than --out_dir, greedy samples that are all the same and a checkpoint cast to bfloat16 by hand, then
+    resumed, are each said in a note; what a user added to a run's config.json outlives a resume
+    (train.py reads none of it)."""
     import json
     import shutil
+    import torch
     from conftest import TINY
     short = ['--max_iters=8', '--warmup_iters=2', '--taper_start=2', '--taper_end=6', '--lr_decay_iters=8',
              '--eval_interval=4']
@@ -329,3 +332,14 @@ def test_runs_that_are_not_what_they_seem_are_said(tmp_path, data_dir):
     assert "fakeln_sigma='pretrained' measures each LayerNorm's sigma on the model as it starts" in out, out
     out = run('sample.py', f'--out_dir={tmp_path}/f', '--max_new_tokens=2').stdout
     assert 'this FakeLN checkpoint (iter 4) still has 4 of its 7 LayerNorm paths in place' in out, out
+
+    out = run('sample.py', f'--out_dir={tmp_path}/b', f'--ckpt={tmp_path}/a/ckpt.pt', '--max_new_tokens=2').stdout
+    assert f"--ckpt={tmp_path}/a/ckpt.pt is a path of its own, so that file is read, not a checkpoint in " \
+           f"--out_dir={tmp_path}/b" in out, out
+    out = run('sample.py', f'--out_dir={tmp_path}/a', '--temperature=0', '--num_samples=2', '--max_new_tokens=2').stdout
+    assert 'temperature=0 decodes greedily, so the 2 samples are the same' in out, out
+    ckpt = torch.load(tmp_path / 'a' / 'ckpt.pt', weights_only=True)
+    ckpt['model'] = {k: v.bfloat16() if v.is_floating_point() else v for k, v in ckpt['model'].items()}
+    torch.save(ckpt, tmp_path / 'a' / 'ckpt.pt')
+    out = run('train.py', '--init_from=resume', f'--out_dir={tmp_path}/a', '--max_iters=10', '--lr_decay_iters=10').stdout
+    assert 'holds weights in bfloat16, not the float32 train.py writes (cast by hand?)' in out, out

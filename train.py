@@ -771,6 +771,11 @@ elif init_from == 'resume':
         model.config.aux_weight = aux_weight
     except (FileNotFoundError, ValueError) as e:
         fail(f"cannot resume: {e}")
+    cast = sorted({str(v.dtype).removeprefix('torch.') for v in checkpoint['model'].values()
+                   if torch.is_tensor(v) and v.is_floating_point() and v.dtype != torch.float32})
+    if cast and master:  # train.py keeps float32 weights (bf16 only autocasts): a copy cast by hand
+        print(f"note: {ckpt_path} holds weights in {', '.join(cast)}, not the float32 train.py writes (cast by "
+              f"hand?): the run goes on from them, rounded, in float32, so not bit for bit as it was")
     if block_size > model.config.block_size:
         fail(f"cannot resume: block_size={block_size} exceeds the checkpoint's context of {model.config.block_size}")
     if not same_tokenizer(checkpoint.get('tokenizer'), tokenizer):
