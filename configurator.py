@@ -20,6 +20,7 @@ take `--key=value` (or `--key value`); a bare `--key` sets a boolean flag to Tru
 """
 
 import ast
+import atexit
 import codecs
 import difflib
 import errno
@@ -1136,6 +1137,9 @@ if os.path.dirname(os.path.abspath(getattr(sys.modules['__main__'], '__file__', 
     for _signum in SIGNALS:
         if signal.getsignal(_signum) == signal.SIG_DFL:  # nohup's ignored SIGHUP stays ignored
             signal.signal(_signum, stopped)
+    # The last exit callback (registered first): the interpreter would next put back the signals' default
+    # actions, and a limit's SIGXCPU after the work is done would kill the process without a word.
+    atexit.register(lambda: [signal.signal(s, signal.SIG_IGN) for s in SIGNALS if callable(signal.getsignal(s))])
 
 
 # What keeps the work of each script whose work is files, when its standard output fails; the others'

@@ -360,6 +360,15 @@ def test_a_signal_after_a_scripts_last_line_changes_nothing():
     proc = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stderr == '', proc.stderr
     assert proc.stdout == 'stopped: terminated (SIGTERM)\n'
+    # After the last exit callback the interpreter puts back each handled signal's default action (a
+    # SIGXCPU would then kill it without a word): a script's signals are ignored by then.
+    script = ("import atexit, os, signal, sys\n"
+              "atexit.register(lambda: print(signal.getsignal(signal.SIGXCPU) == signal.SIG_IGN))  # runs last\n"
+              "sys.modules['__main__'].__file__ = os.path.join(os.getcwd(), 'a_script.py')  # one of the repository's\n"
+              "import configurator\n"
+              "print(signal.getsignal(signal.SIGXCPU) is configurator.stopped)\n")
+    proc = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, 'True\nTrue\n', ''), proc.stderr
 
 
 @pytest.mark.parametrize('how', ['SIGTERM', 'SIGINT'])
