@@ -193,6 +193,15 @@ PER_RUN_CALL = ('out_dir', 'init_from', 'overwrite', 'reschedule', 'stop_iter', 
                 'dtype', 'compile', 'peak_flops', 'wandb_log', 'wandb_project', 'wandb_run_name', 'log_interval')
 
 
+def same_data(a, b):
+    """Whether two data folders hold one preparation: the same meta.json (source, token counts and the
+    tokenizer's hash), as a folder copied or moved elsewhere does."""
+    try:
+        return read_meta(a) == read_meta(b) != {}
+    except ValueError:
+        return False
+
+
 def unlike(config, wanted):
     """The first key whose value in a run's config differs from what this reproduction trains it with,
     as (key, the run's value, the wanted value), or None."""
@@ -200,6 +209,8 @@ def unlike(config, wanted):
         held = config.get(key)
         if key == 'data_dir' and isinstance(held, str):
             held, value = os.path.realpath(held), os.path.realpath(value)
+            if held != value and same_data(held, value):  # the folder copied or moved: the same tokens
+                continue
         if isinstance(value, (tuple, list)):
             held, value = list(held) if isinstance(held, (tuple, list)) else held, list(value)
         if key in config and key not in PER_RUN_CALL and held != value:
@@ -248,6 +259,27 @@ def extra_flags(name, train_args):
     """train.py flags a setting sets beyond taper and aux_loss, after the arguments after -- so that
     they define it: all-notail ends its taper at the run's last step."""
     return [f"--taper_end={config_value('max_iters', train_args)}"] if name == 'all-notail' else []
+
+
+def earlier_results(assets, args, train_args):
+    """One sentence when the folder assets holds the results.json of another reproduction (other seeds,
+    settings or train.py arguments), which this one would replace: the committed assets/ hold a full
+    one, and a smoke test with --assets=assets must not take its place. The same reproduction run again
+    replaces its own."""
+    try:
+        with open(os.path.join(assets, 'results.json')) as f:
+            held = json.load(f)
+        had = (list(held['seeds']), sorted(held['settings']), list(held['train_args']))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # none there, or not a results.json of this script: figures and tables are written beside
+    now = (list(args.seeds), sorted(args.settings), list(train_args))
+    if had == now:
+        return None
+    said = lambda seeds, settings, extra: (f"seeds {','.join(map(str, seeds))}, {len(settings)} settings, "
+                                           + (f"train.py {' '.join(extra)}" if extra else "the default schedule"))
+    return (f"--assets={assets} holds the results of another reproduction ({said(*had)}), which this one "
+            f"({said(*now)}) would replace: choose another --assets, or remove {os.path.join(assets, 'results.json')} "
+            f"to replace them")
 
 
 def check_args(args, train_args):
@@ -325,6 +357,9 @@ def check_args(args, train_args):
             raise SystemExit(f"--data_dir={args.data_dir} holds {kind} tokens with a vocabulary of "
                              f"{meta.get('vocab_size')}, not the {vocab}-piece SentencePiece TinyStories the "
                              f"reproduction trains on: name another --data_dir (prepared here unless present)")
+    other = earlier_results(args.assets or os.path.join(args.out_root, 'results'), args, train_args)
+    if other:  # after the inputs' own checks, which say what is wrong with the command first
+        raise SystemExit(other)
 
 
 def prepare(args):

@@ -276,3 +276,34 @@ def test_a_reproduction_on_a_slice_of_the_stories_says_so(data_dir, tmp_path, ca
         with pytest.raises(SystemExit, match='not the 2048-piece'):  # and then its vocabulary is refused
             reproduce.check_args(parse_flags(reproduce.FLAGS, [f'--data_dir={folder}']), [])
         assert ('holds the first 600 training stories only' in capsys.readouterr().out) == noted
+
+
+def test_a_reproduction_keeps_runs_of_a_copied_data_folder_and_results_of_its_own(data_dir, tmp_path):
+    """reproduce.py keeps a finished run only if it trained on the data the reproduction names: a copy
+    of that folder elsewhere (the same meta.json: source, token counts, tokenizer hash) is the same
+    data, and a folder prepared otherwise is not. Its results.json replaces only its own: an --assets
+    folder holding another reproduction's (other seeds, settings or train.py arguments; the committed
+    assets/ hold a full one) is refused up front."""
+    import shutil
+    import reproduce
+    from configurator import parse_flags
+    copy, other = tmp_path / 'copy', tmp_path / 'other'
+    shutil.copytree(data_dir, copy)
+    shutil.copytree(data_dir, other)
+    meta = json.loads((other / 'meta.json').read_text())
+    (other / 'meta.json').write_text(json.dumps(meta | {'train_tokens': meta['train_tokens'] - 1}))
+    run_config = {'data_dir': str(data_dir), 'taper': 'none'}
+    assert reproduce.unlike(run_config, {'data_dir': str(copy), 'taper': 'none'}) is None
+    assert reproduce.unlike(run_config, {'data_dir': str(other), 'taper': 'none'}) == ('data_dir', str(data_dir),
+                                                                                          str(other))
+    assets = tmp_path / 'assets'
+    assets.mkdir()
+    full = parse_flags(reproduce.FLAGS, ['--seeds=1337,1338,1339'])
+    (assets / 'results.json').write_text(json.dumps(dict(seeds=list(full.seeds), settings={s: {} for s in full.settings},
+                                                         train_args=[])))
+    assert reproduce.earlier_results(str(assets), full, []) is None  # the same reproduction, run again
+    smoke = parse_flags(reproduce.FLAGS, ['--seeds=1', '--settings=baseline,internal'])
+    said = reproduce.earlier_results(str(assets), smoke, ['--max_iters=8'])
+    assert said.startswith(f'--assets={assets} holds the results of another reproduction (seeds 1337,1338,1339, '
+                           f'{len(full.settings)} settings, the default schedule), which this one (seeds 1, 2 '
+                           f'settings, train.py --max_iters=8) would replace'), said

@@ -908,6 +908,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      ['--out_dir={root}/run', '--ckpt={root}/trun/ckpt.pt'], 'fold.py writes beside the checkpoint it folds', None),
     ('memory: one config file named twice in a summary', 'memory.py',
      ['--summary', 'config/quick_cpu.py', 'config/../config/quick_cpu.py'], 'name each config file once', None),
+    # twenty-third sweep
+    ("reproduce: a smoke test into an --assets that holds a full reproduction's results", 'reproduce.py',
+     ['--assets={root}/assets_full', '--out_root={root}/rp', '--seeds=1', '--settings=baseline,internal'],
+     'holds the results of another reproduction (seeds 1337,1338,1339', None),
 ]
 
 
@@ -1313,6 +1317,9 @@ def make_workspace(root, data_dir):
     ckpt['config']['data_dir'] = f'{root}/datalink'
     torch.save(ckpt, f'{root}/linkrep_run/ckpt.pt')
     open(f'{root}/negated.py', 'w').write('no_tied_head = True\n')
+    os.makedirs(f'{root}/assets_full')  # as the committed assets/ hold a full reproduction's results
+    json.dump(dict(seeds=[1337, 1338, 1339], settings=dict.fromkeys(['baseline', 'internal', 'all'], {}), train_args=[]),
+              open(f'{root}/assets_full/results.json', 'w'))
     open(f'{root}/usefile.py', 'w').write("import os\nout_dir = os.path.join(os.path.dirname(__file__), 'beside')\n")
     os.makedirs(f'{root}/donne\u0301es')  # a name as macOS writes it: e, then the combining acute accent
     shutil.copytree(f'{root}/llama', f'{root}/llama_lfs')  # cloned without git-lfs: pointers for weights
