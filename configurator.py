@@ -700,6 +700,10 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
     start, a dict, replaces the defaults of the flags it names (train.py's resume: the run's config).
     layered_note=False leaves the note on config files that change each other's values to the caller."""
     check_environment()
+    if any(a == '-f' and re.fullmatch(r'kernel-.*\.json', os.path.basename(b)) for a, b in zip(argv, argv[1:])):
+        raise FlagError(f"{prog} reads its flags from the command line, and this one is a Jupyter kernel's "
+                        f"({' '.join(argv)}): run `!python {prog} --key=value ...` in a cell, or set "
+                        f"sys.argv = ['{prog}', '--key=value', ...] before running it")
     ranks = os.environ.get('WORLD_SIZE', '1')
     if prog not in RANKED and ranks.strip() not in ('', '1'):  # torchrun would run one copy per rank
         if os.environ.get('RANK', '0').strip() not in ('', '0'):  # rank 0 alone says it

@@ -341,6 +341,8 @@ def main(argv=None):
         agg = aggregate([r["evals"] for r in runs], "val_loss")
         if agg is not None:
             ax.plot(agg[0], agg[1], "o", color=f"C{i}", markersize=4)
+            finite = np.isfinite(agg[1])  # the val markers are drawn inside the limits too
+            steps, values = np.concatenate([steps, agg[0][finite]]), np.concatenate([values, agg[1][finite]])
     ax.plot([], [], "o", color="gray", markersize=4, label="val loss")
     if len(values):  # the first tenth's loss would squash the ~1% gaps the figure is about; zoom past it
         lo, hi = values.min(), values[steps >= 0.1 * steps.max()].max()

@@ -912,6 +912,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ("reproduce: a smoke test into an --assets that holds a full reproduction's results", 'reproduce.py',
      ['--assets={root}/assets_full', '--out_root={root}/rp', '--seeds=1', '--settings=baseline,internal'],
      'holds the results of another reproduction (seeds 1337,1338,1339', None),
+    ("a script run inside a Jupyter kernel, whose command line is the kernel's", 'train.py',
+     ['-f', '{root}/jupyter/runtime/kernel-4f1c.json'], "this one is a Jupyter kernel's", None),
+    ("sample: run inside a Jupyter kernel", 'sample.py', ['-f', '{root}/kernel-1.json'],
+     "run `!python sample.py --key=value ...` in a cell", None),
 ]
 
 

@@ -273,6 +273,25 @@ def test_plot_makes_the_papers_figures(runs, tmp_path):
     assert all(os.path.getsize(p) > 10_000 for p in written)
 
 
+def test_plot_keeps_every_val_loss_after_the_first_tenth_inside_the_loss_axes(runs, tmp_path, monkeypatch):
+    """Fig. 1a zooms past the first tenth of training; a val loss past it lies inside the axes even
+    where it is far above the training curve (a short run at a high learning rate), not cut off."""
+    import plot
+    high = tmp_path / 'high'
+    shutil.copytree(runs / 'baseline', high)
+    rows = [json.loads(line) for line in open(high / 'log.jsonl')]
+    top = max(r['loss'] for r in rows if 'lr' in r)
+    rows = [r | {'val_loss': top + 1.0 + r['iter'] / 1000} if 'val_loss' in r else r for r in rows]
+    (high / 'log.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    limits = {}
+    monkeypatch.setattr(plot, 'save', lambda fig, out_dir, name: limits.setdefault(name, fig.axes[0].get_ylim()))
+    plot.main([str(high), '--out_dir', str(tmp_path / 'figs')])
+    last = max(r['iter'] for r in rows)
+    shown = [r['val_loss'] for r in rows if 'val_loss' in r and r['iter'] >= 0.1 * last]
+    lo, hi = limits['loss.png']
+    assert shown and all(lo <= v <= hi for v in shown), (lo, hi, shown)
+
+
 def test_plot_draws_an_infinite_loss_as_a_gap_without_warnings(runs, tmp_path):
     """train.py logs a non-finite loss as it is (JSON's Infinity); plot.py draws the seeds' band
     around it, and prints nothing on stderr: the figure, not numpy's warnings, shows it."""
