@@ -531,6 +531,8 @@ def folder_kind(path):
     if has('config.json') and (has('model.safetensors') or has('model.safetensors.index.json')
                                or has('pytorch_model.bin')):
         return 'an HF model (written by save_pretrained)'
+    if has('results.json') and (has('results.md') or os.path.isdir(os.path.join(path, 'runs'))):
+        return "a reproduction's results (it holds results.json, written by reproduce.py)"
     return None
 
 

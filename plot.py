@@ -314,7 +314,7 @@ def main(argv=None):
             raise SystemExit("--labels holds an empty label: give every run dir a name.")
     names = [f"{args.prefix}{name}.png" for name in ("loss", "logit_norm", "grad_norms")]
     kind = folder_kind(args.out_dir) if os.path.isdir(args.out_dir) else None
-    if kind and not kind.startswith('a training run'):  # figures beside a run are fine; in data or a model, not
+    if kind and not kind.startswith(('a training run', "a reproduction's")):  # beside a run or results: fine
         raise SystemExit(f"out_dir={args.out_dir} is {kind}: write the figures elsewhere, e.g. --out_dir=out-plots")
     foreign = [n for n in names if os.path.isfile(os.path.join(args.out_dir, n))
                and not is_our_figure(os.path.join(args.out_dir, n), "plot.py")]

@@ -310,9 +310,10 @@ def check_args(args, train_args):
     if args.val_file is not None and args.val_fraction != DEFAULT_VAL_FRACTION:
         raise SystemExit("--val_file and --val_fraction both name the val split: pass one of them")
     for key in ('out_root', 'assets'):
-        folder = getattr(args, key)
+        folder = getattr(args, key) or (os.path.join(args.out_root, 'results') if key == 'assets' else None)
         kind = folder_kind(folder) if folder and os.path.isdir(folder) else None
-        if kind:  # runs and results go into folders of their own, never into data, a run or a model
+        # runs and results go into folders of their own, never into data, a run or a model (results over results)
+        if kind and not (key == 'assets' and kind.startswith("a reproduction's")):
             raise SystemExit(f"--{key}={folder} is {kind}: put the runs and results elsewhere, e.g. "
                              f"--{key}={'out-repro' if key == 'out_root' else 'out-repro/results'}")
     for arg in train_args:

@@ -916,6 +916,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      ['-f', '{root}/jupyter/runtime/kernel-4f1c.json'], "this one is a Jupyter kernel's", None),
     ("sample: run inside a Jupyter kernel", 'sample.py', ['-f', '{root}/kernel-1.json'],
      "run `!python sample.py --key=value ...` in a cell", None),
+    ("a run into a reproduction's results folder", 'train.py', [*T, '--out_dir={root}/assets_full'],
+     "is a reproduction's results (it holds results.json", None),
+    ("reproduce: its default results folder (under --out_root) holds a training run", 'reproduce.py',
+     ['--out_root={root}/rr_root', '--seeds=1'], 'rr_root/results is a training run (it holds ckpt.pt', None),
 ]
 
 
@@ -1324,6 +1328,8 @@ def make_workspace(root, data_dir):
     os.makedirs(f'{root}/assets_full')  # as the committed assets/ hold a full reproduction's results
     json.dump(dict(seeds=[1337, 1338, 1339], settings=dict.fromkeys(['baseline', 'internal', 'all'], {}), train_args=[]),
               open(f'{root}/assets_full/results.json', 'w'))
+    open(f'{root}/assets_full/results.md', 'w').write('| setting | val CE |\n')
+    shutil.copytree(f'{root}/run', f'{root}/rr_root/results')  # a run trained where reproduce.py puts its results
     open(f'{root}/usefile.py', 'w').write("import os\nout_dir = os.path.join(os.path.dirname(__file__), 'beside')\n")
     os.makedirs(f'{root}/donne\u0301es')  # a name as macOS writes it: e, then the combining acute accent
     shutil.copytree(f'{root}/llama', f'{root}/llama_lfs')  # cloned without git-lfs: pointers for weights

@@ -530,6 +530,9 @@ if init_from != 'resume' and not memory_plan:  # a plan writes nothing
     if any(os.path.isfile(os.path.join(out_dir, f)) for f in ('train.bin', 'meta.json')):
         fail(f"out_dir={out_dir} is a data folder (it holds train.bin or meta.json): write the run elsewhere, "
              f"e.g. --out_dir=out")
+    if os.path.isdir(out_dir) and (folder_kind(out_dir) or '').startswith("a reproduction's"):
+        fail(f"out_dir={out_dir} is {folder_kind(out_dir)}, and a run's files would lie among them: write the "
+             f"run elsewhere, e.g. --out_dir=out")
     if os.path.isfile(os.path.join(out_dir, 'config.json')) and not ours(os.path.join(out_dir, 'config.json')):
         fail(f"{out_dir} holds a config.json that train.py did not write (a save_pretrained folder?), which a run "
              f"would replace: choose another out_dir")
