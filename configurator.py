@@ -491,6 +491,9 @@ def checked_path(key, path, write=True):
     if os.path.abspath(path) == HERE:
         raise FlagError(f"{key}={path} is the repository's own folder, where the outputs would lie among the "
                         f"scripts: name a folder for them, e.g. --{key}=out")
+    if os.path.realpath(path) in {os.path.join(HERE, f) for f in REPOSITORY_FOLDERS}:
+        raise FlagError(f"{key}={path} is the repository's {os.path.basename(os.path.realpath(path))}/ folder, where "
+                        f"the outputs would lie among its files: name a folder for them, e.g. --{key}=out")
     parent = nearest_existing(path)
     longest = max(os.path.abspath(path).split(os.sep), key=len)
     limit = os.pathconf(parent, 'PC_NAME_MAX') if os.path.isdir(parent) else 255
@@ -500,6 +503,10 @@ def checked_path(key, path, write=True):
     if not os.path.isdir(parent):
         raise FlagError(f"{key}={path} lies inside {parent}, which is a file: name a folder to write into")
     return check_writable(key, path) if write else path
+
+
+# The repository's folders of its own files (assets/ takes reproduce.py's results, as the docs say).
+REPOSITORY_FOLDERS = ('config', 'docs', '.ci', '.git')
 
 
 def nearest_existing(path):
@@ -843,6 +850,9 @@ def read_file(path, values, flags, prog):
         hint = f"; a folder is named with a flag, e.g. --{where}={path}" if where else ""
         raise FlagError(f"{named} is a folder, not a config file (a file such as config/taper_internal_512.py){hint}")
     piped = os.path.exists(path) and stat.S_ISFIFO(os.stat(path).st_mode)  # train.py <(printf 'max_iters = 8')
+    if special_kind(path) and not piped:  # a link to /dev/zero would be read forever
+        raise FlagError(f"config file {named} is {special_kind(path)} ({os.path.realpath(path)}), not a file: name "
+                        f"the config file itself")
     if not path.lower().endswith('.py') and not os.path.exists(path) and 'start' in flags:
         raise FlagError(f"{path!r} is neither a flag nor a config file: a prompt is given as --start=..., e.g. "
                         f"--start={shlex.quote(path)}")
@@ -895,10 +905,18 @@ def read_file(path, values, flags, prog):
             raise FlagError(f"config file {path}, line {node.lineno}: `{shown if len(shown) < 60 else shown[:57] + '...'}`"
                             f" is a value that assigns nothing (JSON or a dict?): a config file assigns each "
                             f"value, e.g. max_iters = 20")
+    imported = set()  # names an import binds (from math import pi, or *): the module's, not settings
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == '*' and isinstance(node, ast.ImportFrom) and node.module:
+                    imported |= set(dir(sys.modules.get(node.module) or importlib.import_module(node.module)))
+                else:
+                    imported.add((alias.asname or alias.name).partition('.')[0])
     assigned = {}
     for key, value in namespace.items():
         if key.startswith('_') or isinstance(value, (types.ModuleType, types.FunctionType, type)) or \
-                (callable(value) and key not in flags):  # e.g. from math import sqrt
+                (callable(value) and key not in flags) or (key in imported and key not in flags):  # from math import *
             continue  # a helper of the file's own (_base = 64), or an import
         if key not in flags and isinstance(value, dict) and any(k in flags for k in value):  # mmcv's config = dict(...)
             raise FlagError(f"config file {path} puts its settings in a dict, {key} = dict(...): a config file "

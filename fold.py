@@ -181,7 +181,7 @@ def hold(path):
     try:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        fail(f"another fold.py is folding {path} right now: wait for it to end; its output is then there")
+        fail(f"another fold.py is folding {path} right now: wait for it to end, then run this again")
 
 
 def training_in(folder):

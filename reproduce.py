@@ -241,6 +241,8 @@ FLAGS = dict(
     bench_new=flag(64, "decoding benchmark new tokens", min=1),
 )
 SET_HERE = ('taper', 'aux_loss', 'seed', 'out_dir', 'data_dir', 'init_from', 'overwrite')  # per run, by reproduce.py
+# train.py flags that make a run stop short or train nothing: the later stages score, fold and plot finished runs.
+UNFINISHED = ('stop_iter', 'eval_only', 'memory_plan')
 DEFAULT_VAL_FRACTION = FLAGS['val_fraction'].default
 
 
@@ -318,6 +320,9 @@ def check_args(args, train_args):
                              f"--{key}={'out-repro' if key == 'out_root' else 'out-repro/results'}")
     for arg in train_args:
         name = arg.removeprefix('--').partition('=')[0]
+        if arg.startswith('--') and name in UNFINISHED:
+            raise SystemExit(f"--{name} after -- would leave every run unfinished, and the later stages score, fold and "
+                             f"plot finished runs: drop it (a stopped reproduce.py resumes its runs when run again)")
         if arg.startswith('--') and name in SET_HERE:
             raise SystemExit(f"--{name} after -- would override what reproduce.py sets for every run: drop it "
                              f"(the data folder is --data_dir, the run folders lie under --out_root)")

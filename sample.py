@@ -25,7 +25,7 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 import torch
 
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
-from configurator import FlagError, configure_globals, flag, not_utf8
+from configurator import FlagError, configure_globals, flag, not_utf8, special_kind
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    pick_device, replaced_run, run_checkpoint, taper_note)
 from tokens import load_tokenizer, tokenizer_size
@@ -77,6 +77,10 @@ if start.startswith('FILE:'):
     if os.path.isdir(prompt_file):
         fail(f"{prompt_file} is a folder: --start=FILE:path names a text file")
     piped = os.path.exists(prompt_file) and not os.path.isfile(prompt_file)  # FILE:/dev/stdin, FILE:<(...)
+    real = os.path.realpath(prompt_file)
+    if special_kind(prompt_file) == 'a device' and not real.startswith(('/dev/pts/', '/dev/tty', '/dev/console')):
+        fail(f"--start=FILE:{prompt_file} is a device ({real}), not a text file (a terminal or a pipe may be read): "
+             f"name the prompt's text file")
     if not os.path.isfile(prompt_file) and not piped:
         fail(f"no prompt file at {prompt_file}: --start=FILE:path names a text file")
     try:

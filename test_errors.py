@@ -920,6 +920,19 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "is a reproduction's results (it holds results.json", None),
     ("reproduce: its default results folder (under --out_root) holds a training run", 'reproduce.py',
      ['--out_root={root}/rr_root', '--seeds=1'], 'rr_root/results is a training run (it holds ckpt.pt', None),
+    ('a config file that is a link to /dev/zero', 'train.py', ['{root}/zero.py', *T], 'is a device (/dev/zero), not a file',
+     None),
+    ('sample: a prompt file that is a link to /dev/zero', 'sample.py', ['--out_dir={root}/run', '--device=cpu',
+                                                                        '--start=FILE:{root}/zero.txt'],
+     'is a device (/dev/zero), not a text file', None),
+    ("a run into the repository's config folder", 'train.py', [*T, '--out_dir=config'],
+     "is the repository's config/ folder", None),
+    ("plot: figures into the repository's docs folder", 'plot.py', ['{root}/run', '--out_dir=docs'],
+     "is the repository's docs/ folder", None),
+    ('a run into the folder that holds the data folders', 'train.py', [*T, '--out_dir={root}/datas'],
+     'holds the folders of other runs or data (ts)', None),
+    ('reproduce: --stop_iter after --, which leaves every run unfinished', 'reproduce.py',
+     ['--out_root={root}/rp', '--', '--stop_iter=4'], 'would leave every run unfinished', None),
 ]
 
 
@@ -1259,7 +1272,9 @@ def make_workspace(root, data_dir):
     open(f'{root}/half_bom/log.jsonl', 'wb').write(b'\xef\xbb\xbf' + open(f'{root}/half/log.jsonl', 'rb').read())
     for name, layout in (('half_jq', lambda row: json.dumps(row, sort_keys=True, separators=(',', ':'))),
                          ('half_round', lambda row: json.dumps({k: float(f'{v:.10g}') if isinstance(v, float) else v
-                                                                for k, v in row.items()}))):
+                                                                for k, v in row.items()})),
+                         ('half_floats', lambda row: json.dumps({k: float(v) if isinstance(v, int) else v
+                                                                 for k, v in row.items()}))):
         shutil.copytree(f'{root}/half', f'{root}/{name}')  # its log rewritten by a tool: the same rows and values
         rows = [json.loads(line) for line in open(f'{root}/half/log.jsonl')]
         open(f'{root}/{name}/log.jsonl', 'w').write(''.join(layout(row) + '\n' for row in rows))
@@ -1325,6 +1340,11 @@ def make_workspace(root, data_dir):
     ckpt['config']['data_dir'] = f'{root}/datalink'
     torch.save(ckpt, f'{root}/linkrep_run/ckpt.pt')
     open(f'{root}/negated.py', 'w').write('no_tied_head = True\n')
+    os.symlink('/dev/zero', f'{root}/zero.py')
+    os.symlink('/dev/zero', f'{root}/zero.txt')
+    os.makedirs(f'{root}/datas/ts')  # the folder of data folders, as data/ is
+    shutil.copy(f'{data_dir}/meta.json', f'{root}/datas/ts/meta.json')
+    open(f'{root}/mathstar.py', 'w').write('from math import *\nn_embd = int(sqrt(4096))\n')
     os.makedirs(f'{root}/assets_full')  # as the committed assets/ hold a full reproduction's results
     json.dump(dict(seeds=[1337, 1338, 1339], settings=dict.fromkeys(['baseline', 'internal', 'all'], {}), train_args=[]),
               open(f'{root}/assets_full/results.json', 'w'))
@@ -1431,6 +1451,8 @@ ACCEPTED = [  # (case, script, arguments, environment)
      ['--init_from=resume', '--out_dir={root}/half_jq', '--stop_iter=24', '--device=cpu'], None),
     ('a resume of a run whose log a tool rewrote with numbers to 10 digits', 'train.py',
      ['--init_from=resume', '--out_dir={root}/half_round', '--stop_iter=24', '--device=cpu'], None),
+    ('a resume of a run whose log a tool rewrote with every number a float ("iter": 8.0)', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/half_floats', '--stop_iter=24', '--device=cpu'], None),
     ("a resume of a run without FakeLN that sets FakeLN's momentum (noted: no effect)", 'train.py',
      ['--init_from=resume', '--out_dir={root}/half_fm', '--fakeln_momentum=0.5', '--device=cpu'], None),
     ('a config file saved with a byte-order mark', 'train.py', ['{root}/bom.py', *T, '--memory_plan'], None),
@@ -1447,6 +1469,8 @@ ACCEPTED = [  # (case, script, arguments, environment)
                                                             '--prefix=fig 1 \u2013 '], None),
     ('a config file that places out_dir beside itself with __file__', 'train.py', ['{root}/usefile.py', *T,
                                                                                     '--memory_plan'], None),
+    ("a config file that star-imports math (its pi and e are no settings)", 'train.py', ['{root}/mathstar.py', *T,
+                                                                                         '--memory_plan'], None),
 ]
 
 

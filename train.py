@@ -539,11 +539,12 @@ if init_from != 'resume' and not memory_plan:  # a plan writes nothing
     if not overwrite and os.path.isfile(ckpt_path):
         fail(f"{out_dir} already holds a run (ckpt.pt): continue it with --init_from=resume, "
              f"or pass --overwrite to start again over it")
-    runs_in = sorted(e.name for e in os.scandir(out_dir) if e.is_dir(follow_symlinks=False) and os.path.isfile(
-        os.path.join(e.path, 'ckpt.pt'))) if os.path.isdir(out_dir) else []
+    runs_in = sorted(e.name for e in os.scandir(out_dir) if e.is_dir(follow_symlinks=False) and any(
+        os.path.isfile(os.path.join(e.path, f)) for f in ('ckpt.pt', 'meta.json', 'train.bin'))) \
+        if os.path.isdir(out_dir) else []
     if runs_in and not os.path.isfile(ckpt_path):  # the folder of several runs, not a run's own
-        fail(f"out_dir={out_dir} holds the folders of other runs ({', '.join(runs_in[:3])}), and a run's files would "
-             f"lie among them: name a folder of this run's own, e.g. --out_dir={os.path.join(out_dir, 'new-run')}")
+        fail(f"out_dir={out_dir} holds the folders of other runs or data ({', '.join(runs_in[:3])}), and a run's files "
+             f"would lie among them: name a folder of this run's own, e.g. --out_dir={os.path.join(out_dir, 'new-run')}")
     left = [f for f in ('log.jsonl', 'ckpt_folded.pt', 'train_time.json') if os.path.isfile(os.path.join(out_dir, f))]
     if not overwrite and left:
         fail(f"{out_dir} holds {left[0]} of an earlier run that left no checkpoint: pass --overwrite to start "
@@ -911,7 +912,8 @@ def read_log_rows(path, before):
                 break
             fail(f"{path}, line {n}, is not JSON ({line.strip()[:30]!r}; the log holds JSON rows only): move that "
                  f"line out, or repair it, then resume again")
-        if not (isinstance(row, dict) and isinstance(row.get('iter'), int)):
+        step = row.get('iter') if isinstance(row, dict) else None  # 8.0 from a tool that wrote every number as a float
+        if not (isinstance(step, int) and not isinstance(step, bool) or isinstance(step, float) and step.is_integer()):
             fail(f"{path}, line {n}, has no 'iter' step number: repair or remove that line, then resume again")
         if row['iter'] < before:
             rows.append(line + '\n')
