@@ -46,7 +46,8 @@ try:
     import configurator  # first: a missing package or a full disk is then one sentence (its hook)
 except ModuleNotFoundError:  # this file alone, away from the repository, or PYTHONSAFEPATH=1
     sys.exit(f"{__file__} needs the repository's other files beside it (configurator.py, model.py, ...): run it "
-             f"in a clone of the repository, with PYTHONSAFEPATH unset")
+             f"in a clone of the repository, without python -I or -P or PYTHONSAFEPATH (each keeps the script's "
+             f"folder off the import path)")
 
 import numpy as np
 import torch

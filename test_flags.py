@@ -223,18 +223,20 @@ def test_a_flag_given_twice_says_which_value_is_used(capsys):
 
 def test_a_script_started_wrongly_says_how_to_start_it(tmp_path):
     """`python -m train.py` (Python would import train.py, running it, to look for a module inside), a
-    script copied away from the repository's modules, or PYTHONSAFEPATH keeping its folder off the path:
-    one sentence each, never ModuleNotFoundError's traceback."""
+    script copied away from the repository's modules, or PYTHONSAFEPATH or `python -I` keeping its folder
+    off the path: one sentence each, never ModuleNotFoundError's traceback."""
     import shutil
     import subprocess
     for launch, env in (([sys.executable, '-m', 'train.py', '--max_iters=1'], {}),
                         ([sys.executable, str(shutil.copy(ROOT / 'train.py', tmp_path)), '--help'], {}),
-                        ([sys.executable, str(ROOT / 'sample.py'), '--help'], {'PYTHONSAFEPATH': '1'})):
+                        ([sys.executable, str(ROOT / 'sample.py'), '--help'], {'PYTHONSAFEPATH': '1'}),
+                        ([sys.executable, '-I', str(ROOT / 'fold.py'), '--help'], {})):  # isolated, as a service runs it
         proc = subprocess.run(launch, cwd=tmp_path if '-m' not in launch else ROOT, capture_output=True, text=True,
                               env={**os.environ, **env}, timeout=120)
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         assert proc.returncode == 1 and len(lines) == 1 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
         assert ('run `python train.py`' if '-m' in launch else "needs the repository's other files") in lines[0]
+        assert '-m' in launch or 'without python -I or -P or PYTHONSAFEPATH' in lines[0]
 
 
 def test_stacked_config_files_say_which_decides(capsys, tmp_path):
