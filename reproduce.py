@@ -145,7 +145,7 @@ def run(*args, allow_divergence=False, progress='', threads=None):
             print(f"  diverged: {last}", flush=True)
             return None
         if last and 'Traceback' not in err:  # the script's own sentence for a mistake: passed on as it is
-            raise SystemExit(f"{args[0]} stopped: {last}")
+            raise SystemExit(last if last.startswith(f"{args[0]} stopped: ") else f"{args[0]} stopped: {last}")
         raise SystemExit(f"{args[0]} failed:\n{err[-2000:]}")
     return ''.join(lines)
 

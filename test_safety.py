@@ -215,6 +215,24 @@ def test_a_folded_checkpoint_older_than_its_run_is_noted(tmp_path):
     assert 'beside it' not in folded_note(copied, str(other / 'ckpt_folded.pt'))  # the same model: a copied run
 
 
+def test_a_stage_of_a_reproduction_that_stops_is_said_once(data_dir, tmp_path):
+    """reproduce.py passes on the sentence of a script it runs that stopped: once, not as
+    'plot.py stopped: plot.py stopped: ...' (here plot.py under a file-size limit below its figure's size)."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    out = tmp_path / 'run'
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=4', '--lr_decay_iters=4',
+        '--warmup_iters=1', '--taper_start=1', '--taper_end=3', '--eval_interval=4')
+    script = ("import resource, reproduce\n"
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (10240, 10240))\n"
+              f"reproduce.run('plot.py', {str(out)!r}, '--out_dir', {str(tmp_path / 'figs')!r})\n")
+    proc = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and last.startswith('plot.py stopped: the file-size limit') and \
+        last.count('stopped:') == 1, proc.stderr[-2000:]
+
+
 def test_a_file_size_limit_is_named_and_loses_nothing(data_dir, tmp_path):
     """Under a shell's file-size limit (ulimit -f) smaller than a checkpoint, the write fails: train.py
     and fold.py name the limit and how to raise it (not a read-only file), and keep every file as it was."""
