@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from configurator import FlagError, cannot_write, figure_metadata, flag, folder_kind, is_our_figure, parse_flags
+from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    replaced_run, run_checkpoint, taper_note)
 from tokens import data_tokenizer, load_tokenizer, open_tokens, other_tokens, prepare_command, read_meta, same_tokenizer
@@ -329,9 +329,6 @@ def check_plot(path):
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         fail(f"plot={path} lies in {folder}, which does not exist: create it, or choose another path")
-    kind = folder_kind(folder)
-    if kind and kind.startswith(('a data folder', 'an HF model')):  # beside a run or results: fine, as plot.py's
-        fail(f"plot={path} lies in {folder}, which is {kind}: write the figure elsewhere")
     why = cannot_write(folder)
     if why:
         fail(f"plot={path} cannot be written: {why}; choose another path")

@@ -933,8 +933,6 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'holds the folders of other runs or data (ts)', None),
     ('reproduce: --stop_iter after --, which leaves every run unfinished', 'reproduce.py',
      ['--out_root={root}/rp', '--', '--stop_iter=4'], 'would leave every run unfinished', None),
-    ('diagnose: --plot into a data folder', 'diagnose.py', ['--out_dir={root}/trun', '--plot={data}/residual.png'],
-     'which is a data folder (it holds train.bin or meta.json): write the figure elsewhere', None),
 ]
 
 
