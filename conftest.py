@@ -209,23 +209,24 @@ def serve():
 
 
 class ScriptServer:
-    """run(script, *args) as conftest.run(check=False) does, in a fork of a warm interpreter started
-    with this process's environment; one script at a time (a lock), and only while that environment
-    is still this process's (else, and after the server has died, a plain subprocess)."""
+    """run(script, *args) as conftest.run(check=False, env=env) does, in a fork of a warm interpreter
+    started with this process's environment plus env (so that its imports read env, as a fresh
+    process's do); one script at a time (a lock), and only while this process's environment is still
+    the one the server started from (else, and after the server has died, a plain subprocess)."""
 
-    def __init__(self, scratch):
+    def __init__(self, scratch, env=None):
         self.scratch = Path(scratch)
         self.scratch.mkdir(parents=True, exist_ok=True)
-        self.env = dict(os.environ)
+        self.env, self.extra = dict(os.environ), env
         self.proc = subprocess.Popen([sys.executable, '-c', 'import conftest; conftest.serve()'], cwd=ROOT,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env={**os.environ, 'PYTHONPATH': str(ROOT)})
+                                     env={**os.environ, **(env or {}), 'PYTHONPATH': str(ROOT)})
         self.count = 0
         self.lock = threading.Lock()
 
     def run(self, script, *args):
         if dict(os.environ) != self.env or self.proc.poll() is not None:
-            return run(script, *args, check=False, fresh=True)
+            return run(script, *args, check=False, env=self.extra, fresh=True)
         with self.lock:
             return self.forked(script, *args)
 

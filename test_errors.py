@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -1357,41 +1358,53 @@ def make_workspace(root, data_dir):
                                                            'oid sha256:' + '0' * 64 + '\nsize 1234567\n')
 
 
-def run_case(case, root, data_dir, server=None):
-    """The row's script on its arguments: in a fork of a warm interpreter when a server is given and
-    the row sets no environment (which a fresh process reads as it starts), else as a subprocess."""
+def run_case(case, root, data_dir, servers=None):
+    """The row's script on its arguments: in a fork of a warm interpreter started with the row's
+    environment (which a fresh process reads as it starts) when servers holds one, else as a
+    subprocess. servers: {environment as a tuple of items: ScriptServer}."""
     name, script, args, _, env = case
     args = [a.format(root=root, data=data_dir, shared=SHARED) for a in args]
     if script == 'train.py' and not any(a.startswith('--device') for a in args):
         args.append('--device=cpu')
-    if server is not None and not env:
-        return server.run(script, *args)
+    server = (servers or {}).get(tuple(sorted((env or {}).items())))
     env = env and {k: v.format(root=root) for k, v in env.items()}
+    if server is not None:
+        return server.run(script, *args)
     return run(script, *args, check=False, env=env, fresh=True)
 
 
-FRESH_EVERY = 20  # every 20th row also runs as a plain subprocess: the forks must agree with it
+FRESH_EVERY = 30  # every 30th row, and one row of each warm environment, also runs as a plain subprocess
+SHARED_ENV = 5  # an environment that this many rows set gets a warm interpreter of its own
+
+
+def warm_environments():
+    """The environments (as sorted tuples of items) that at least SHARED_ENV rows set and that name no
+    workspace path, the empty one first."""
+    count = Counter(tuple(sorted(c[4].items())) for c in CASES if c[4] and '{' not in ''.join(c[4].values()))
+    return [()] + [env for env, n in count.items() if n >= SHARED_ENV]
 
 
 @pytest.fixture(scope='module')
 def outcomes(data_dir, tmp_path_factory):
     """Every case run once, two at a time (this machine's cores), and the files before and after;
-    then every FRESH_EVERY-th case again as a plain subprocess."""
+    then a sample again as plain subprocesses: every FRESH_EVERY-th case, and one of each warm environment."""
     root = tmp_path_factory.mktemp('errors')
     make_workspace(root, data_dir)
     before = {**digest(root), **digest(data_dir)}
-    servers = [ScriptServer(tmp_path_factory.mktemp('fork')) for _ in range(2)]
+    shared = {env: ScriptServer(tmp_path_factory.mktemp('fork'), dict(env)) for env in warm_environments()[1:]}
+    servers = [{(): ScriptServer(tmp_path_factory.mktemp('fork')), **shared} for _ in range(2)]  # for two threads
     halves = [CASES[0::2], CASES[1::2]]
     try:
         with ThreadPoolExecutor(2) as pool:
             done = list(pool.map(lambda k: [run_case(c, root, data_dir, servers[k]) for c in halves[k]], range(2)))
     finally:
-        for server in servers:
+        for server in {s for both in servers for s in both.values()}:
             server.close()
     procs = dict(zip([c[0] for c in halves[0]] + [c[0] for c in halves[1]], done[0] + done[1]))
+    sample = CASES[::FRESH_EVERY] + [next(c for c in CASES if tuple(sorted((c[4] or {}).items())) == env)
+                                     for env in warm_environments()[1:]]
     with ThreadPoolExecutor(2) as pool:
-        fresh = dict(zip([c[0] for c in CASES[::FRESH_EVERY]],
-                         pool.map(lambda c: run_case(c, root, data_dir), CASES[::FRESH_EVERY])))
+        fresh = dict(zip([c[0] for c in sample], pool.map(lambda c: run_case(c, root, data_dir), sample)))
     after = {**digest(root), **digest(data_dir)}
     changed = sorted(f for f in before if after.get(f) != before[f])
     return procs, changed, fresh, root
@@ -1498,7 +1511,8 @@ def test_a_fresh_process_gives_what_the_fork_gave(outcomes):
     """The rows run in forks of a warm interpreter; a sample of them, run as plain subprocesses, ends
     the same way: the same exit code and the same stderr."""
     procs, _, fresh, _ = outcomes
-    assert len(fresh) >= len(CASES) // FRESH_EVERY
+    sampled = {tuple(sorted((c[4] or {}).items())) for c in CASES if c[0] in fresh}
+    assert len(fresh) >= len(CASES) // FRESH_EVERY and sampled >= set(warm_environments())
     for name, proc in fresh.items():
         assert (proc.returncode, proc.stderr.strip()) == (procs[name].returncode, procs[name].stderr.strip()), name
 
