@@ -442,6 +442,15 @@ def load_checkpoint(path, device='cpu', mmap=False):
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True, mmap=mmap)
     except Exception as e:
+        from configurator import compression
+        packed = compression(path)
+        if packed and packed[0] != 'zip':  # torch's own format is a zip archive
+            name, unpack, ending = packed
+            if path.endswith(ending):
+                raise ValueError(f"{path} is {name}-compressed: unpack it first (`{unpack} {path} > "
+                                 f"{path.removesuffix(ending)}`), and name {path.removesuffix(ending)}") from None
+            raise ValueError(f"{path} is {name}-compressed: unpack it in place first (`{unpack} {path} > "
+                             f"{path}.unpacked && mv {path}.unpacked {path}`)") from None
         raise ValueError(f"{path} could not be read as a checkpoint ({type(e).__name__}; a copy cut short, or a "
                          f"file of another program): use a ckpt.pt that train.py or fold.py wrote in full") from None
     if not isinstance(ckpt, dict) or not {'model', 'model_args'} <= ckpt.keys():

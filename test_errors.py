@@ -6,8 +6,10 @@ input run as a subprocess of the real script.
     python test_errors.py        # prints the table with each case's exit code and message
 """
 
+import gzip
 import hashlib
 import json
+import lzma
 import os
 import shutil
 import sys
@@ -581,6 +583,12 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare: one text file twice, under two spellings', 'prepare_tinystories.py',
      ['--input_file={shared}/tinystories/train_sample.txt,{shared}/tinystories/../tinystories/train_sample.txt',
       '--out_dir={root}/twice'], 'names one file twice, as', None),
+    ('sample: a run whose ckpt.pt was gzip-ed in place', 'sample.py', ['--out_dir={root}/gzrun', '--device=cpu'],
+     'ckpt.pt is gzip-compressed: unpack it in place first', None),
+    ('evaluate: a checkpoint kept as .pt.xz', 'evaluate.py', ['--ckpt={root}/gzrun/old.pt.xz', '--data_dir={data}', '--device=cpu'],
+     'old.pt.xz is xz-compressed: unpack it first (`unxz -c', None),
+    ('train: a resume from a ckpt.pt gzip-ed in place', 'train.py', [*T, '--out_dir={root}/gzrun', '--init_from=resume'],
+     'ckpt.pt is gzip-compressed: unpack it in place first', None),
     ('sample: an HF folder cloned without git-lfs', 'sample.py', ['--init_from={root}/llama_lfs', '--device=cpu'],
      'is a Git LFS pointer, not the weights', None),
     ('train: fine-tune an HF folder cloned without git-lfs', 'train.py', [*T, '--init_from={root}/llama_lfs', *LLAMA_HF],
@@ -1354,6 +1362,10 @@ def make_workspace(root, data_dir):
     open(f'{root}/usefile.py', 'w').write("import os\nout_dir = os.path.join(os.path.dirname(__file__), 'beside')\n")
     os.makedirs(f'{root}/donne\u0301es')  # a name as macOS writes it: e, then the combining acute accent
     shutil.copytree(f'{root}/llama', f'{root}/llama_lfs')  # cloned without git-lfs: pointers for weights
+    shutil.copytree(f'{root}/run', f'{root}/gzrun')  # a run's checkpoint compressed to keep, in place and as .pt.xz
+    raw = open(f'{root}/run/ckpt.pt', 'rb').read()
+    open(f'{root}/gzrun/ckpt.pt', 'wb').write(gzip.compress(raw))
+    open(f'{root}/gzrun/old.pt.xz', 'wb').write(lzma.compress(raw))
     open(f'{root}/llama_lfs/model.safetensors', 'w').write('version https://git-lfs.github.com/spec/v1\n'
                                                            'oid sha256:' + '0' * 64 + '\nsize 1234567\n')
 
