@@ -504,18 +504,28 @@ def benchmark(args, runs):
                           f'--max_new_tokens={args.bench_new}', '--repeats=9').strip().splitlines()[-1])['rows']
 
 
+KEPT_FILES = ('log.jsonl', 'config.json', 'train_time.json')  # what a run leaves in <assets>/runs
+
+
 def plot_all(args, settings, runs):
     """Stage 7: each run's log, config and timing, kept beside the results (the repository's copy of
     every row a figure draws), and the figures drawn from those copies: the paper's settings, then
     every setting (ablations_*.png). Returns what plot.py printed."""
-    kept = {}
+    kept, copies = {}, os.path.join(args.assets, 'runs')
     for name in settings:
         for out_dir in runs[name]:
-            kept[out_dir] = os.path.join(args.assets, 'runs', os.path.basename(out_dir))
+            kept[out_dir] = os.path.join(copies, os.path.basename(out_dir))
             os.makedirs(kept[out_dir], exist_ok=True)
-            for f in ('log.jsonl', 'config.json', 'train_time.json'):
+            for f in KEPT_FILES:
                 if os.path.isfile(os.path.join(out_dir, f)):
                     shutil.copyfile(os.path.join(out_dir, f), os.path.join(kept[out_dir], f))
+    # copies of runs that these results no longer hold (a seed or setting left out since) would be drawn
+    # by the next redraw of runs/*: they go, and only they (folders that hold nothing but such copies)
+    for folder in sorted(set(os.listdir(copies)) - {os.path.basename(d) for d in kept.values()}):
+        path = os.path.join(copies, folder)
+        if os.path.isdir(path) and not os.path.islink(path) and set(os.listdir(path)) <= set(KEPT_FILES):
+            shutil.rmtree(path)
+            print(f"removed {path}: a copy of a run these results do not hold (the run itself is not touched)")
     paper = [name for name in settings if name not in ABLATIONS]
     figures = run('plot.py', *[kept[d] for name in paper for d in runs[name]], '--out_dir', args.assets,
                   '--labels', ','.join(settings[name][0] for name in paper for _ in runs[name]))

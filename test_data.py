@@ -307,3 +307,28 @@ def test_a_reproduction_keeps_runs_of_a_copied_data_folder_and_results_of_its_ow
     assert said.startswith(f'--assets={assets} holds the results of another reproduction (seeds 1337,1338,1339, '
                            f'{len(full.settings)} settings, the default schedule), which this one (seeds 1, 2 '
                            f'settings, train.py --max_iters=8) would replace'), said
+
+
+def test_a_reproduction_redrawn_with_fewer_runs_keeps_no_copies_of_the_others(data_dir, tmp_path):
+    """<assets>/runs holds a copy of the log of every run the results hold, and the figures are drawn
+    from them: a copy left from an earlier invocation with another seed goes (the run itself stays),
+    while a folder the user put there, with files of their own, is kept."""
+    import shutil
+    import reproduce
+    from conftest import TINY
+    from configurator import parse_flags
+    runs = tmp_path / 'runs'
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={runs / "baseline-s1"}', '--taper=none',
+        '--aux_loss=none', '--max_iters=4', '--warmup_iters=1', '--lr_decay_iters=4', '--eval_interval=4')
+    shutil.copytree(runs / 'baseline-s1', runs / 'baseline-s2')
+    copies = tmp_path / 'assets' / 'runs'
+    for seed in (1, 2):  # what an earlier invocation with --seeds=1,2 left
+        (copies / f'baseline-s{seed}').mkdir(parents=True)
+        shutil.copyfile(runs / f'baseline-s{seed}' / 'log.jsonl', copies / f'baseline-s{seed}' / 'log.jsonl')
+    (copies / 'notes').mkdir()
+    (copies / 'notes' / 'todo.txt').write_text('rerun seed 3\n')
+    args = parse_flags(reproduce.FLAGS, ['--seeds=1', '--settings=baseline,internal', f'--assets={tmp_path / "assets"}'])
+    reproduce.plot_all(args, {'baseline': reproduce.SETTINGS['baseline']}, {'baseline': [str(runs / 'baseline-s1')]})
+    assert sorted(os.listdir(copies)) == ['baseline-s1', 'notes'] and (copies / 'notes' / 'todo.txt').exists()
+    assert (runs / 'baseline-s2' / 'ckpt.pt').exists()
+    assert (copies / 'baseline-s1' / 'log.jsonl').read_bytes() == (runs / 'baseline-s1' / 'log.jsonl').read_bytes()
