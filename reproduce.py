@@ -81,12 +81,31 @@ def script(name):
 
 
 CHILDREN = set()  # the scripts running now: a stop of reproduce.py stops them too
+STAGE = ['checking its arguments']  # what it is doing now, for the line a stop prints
 
 
-def interrupted(signum=None, frame=None):
-    """Ctrl-C or a scheduler's SIGTERM: every script under way gets Ctrl-C (a training run keeps its last
-    checkpoint, which the next invocation resumes), no further one starts, and one line says so."""
-    for proc in list(CHILDREN):
+STOPS = {signal.SIGINT, signal.SIGTERM}  # Ctrl-C, and a scheduler's stop
+STOPPING = []  # the signal of a stop asked for, once one is
+STOPPED = set()  # the scripts a stop has passed Ctrl-C to
+
+
+def stop(signum=None, frame=None):
+    """Ctrl-C or a scheduler's SIGTERM: passed on at once to every script under way as Ctrl-C (a training
+    run keeps its last checkpoint, which the next invocation resumes), remembered, and raised. The raise
+    alone can be lost (Python prints and drops one that lands in a hook it runs around a fork, which is
+    why run() holds stops back while it starts a script), so run() raises again once it sees the stop."""
+    STOPPING.append(signum)
+    for proc in list(CHILDREN - STOPPED):
+        STOPPED.add(proc)
+        proc.send_signal(signal.SIGINT)
+    raise KeyboardInterrupt
+
+
+def interrupted():
+    """After a stop: every script under way ends (asked again, harder, if it has not in 30 s), no further
+    one starts, and one line says what reproduce.py was doing."""
+    for proc in list(CHILDREN - STOPPED):
+        STOPPED.add(proc)
         proc.send_signal(signal.SIGINT)
     for proc in list(CHILDREN):
         for then in (signal.SIGTERM, signal.SIGKILL):  # one still starting up may not heed Ctrl-C yet
@@ -96,17 +115,20 @@ def interrupted(signum=None, frame=None):
             except subprocess.TimeoutExpired:
                 proc.send_signal(then)
         proc.wait()
-    raise SystemExit("reproduce.py stopped: interrupted; the runs under way stopped at their last checkpoint, "
-                     "and the same command goes on from there")
-
-
-def stop(signum, frame):
-    raise KeyboardInterrupt  # a scheduler's SIGTERM: stopped as Ctrl-C is
+    if STAGE[0] == 'checking its arguments':
+        raise SystemExit("reproduce.py stopped: interrupted while checking its arguments, before it started anything")
+    if STAGE[0] == 'training':
+        raise SystemExit("reproduce.py stopped: interrupted while training; the runs under way stopped at their last "
+                         "checkpoint, and the same command goes on from there")
+    raise SystemExit(f"reproduce.py stopped: interrupted while {STAGE[0]}; the finished runs are kept, and the same "
+                     f"command goes on from there")
 
 
 def dies_with_parent():
     """A child's first act (Linux): SIGTERM when reproduce.py ends without stopping it, e.g. under kill -9, so
-    that no run trains on unseen; train.py stops at its last checkpoint on it."""
+    that no run trains on unseen; train.py stops at its last checkpoint on it. And the stops, which run()
+    holds back while it starts the child, are let through again."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
     if PRCTL is not None:
         PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
@@ -126,9 +148,17 @@ def run(*args, allow_divergence=False, progress='', threads=None):
     cmd = [sys.executable, script(args[0]), *map(str, args[1:])]
     print('$', ' '.join(cmd[1:]), flush=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads else None
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=dies_with_parent)
-    CHILDREN.add(proc)
+    if STOPPING:
+        raise KeyboardInterrupt
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)  # a stop waits until the script is started and known
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                preexec_fn=dies_with_parent)
+        CHILDREN.add(proc)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    if STOPPING:  # a stop came while it was starting: its raise may have been lost
+        raise KeyboardInterrupt
     lines = []
     try:
         for line in proc.stdout:
@@ -139,6 +169,8 @@ def run(*args, allow_divergence=False, progress='', threads=None):
         code = proc.wait()
     finally:
         CHILDREN.discard(proc)
+    if STOPPING:  # the script ended on a stop whose raise here was lost
+        raise KeyboardInterrupt
     if code != 0:
         last = err.strip().splitlines()[-1] if err.strip() else ''
         if allow_divergence and 'the model diverged' in last:
@@ -685,18 +717,27 @@ def main(argv=None):
     settings = {name: SETTINGS[name] for name in args.settings}
     args.assets = args.assets or os.path.join(args.out_root, 'results')
     t0 = time.time()
+    STAGE[0] = 'preparing the data'
     prepare(args)
+    STAGE[0] = 'training'
     runs, diverged, minutes = train_all(args, settings, args.train_args)
+    STAGE[0] = 'scoring the runs'
     ce = score_all(args, runs, diverged)
+    STAGE[0] = 'folding the runs'
     fold, reset = fold_all(args, settings, runs, ce, diverged)
+    STAGE[0] = 'running the diagnostic'
     diagnose_worst(args, runs, ce)
+    STAGE[0] = 'benchmarking'
     bench = benchmark(args, runs)
+    STAGE[0] = 'drawing the figures'
     figures = plot_all(args, settings, runs)
+    STAGE[0] = 'writing the results'
     write_results(args, settings, runs, ce, diverged, minutes, fold, reset, bench, figures, t0)
 
 
 if __name__ == '__main__':
-    signal.signal(signal.SIGTERM, stop)
+    for signum in STOPS:
+        signal.signal(signum, stop)
     try:
         main()
     except KeyboardInterrupt:

@@ -412,12 +412,35 @@ def test_a_stopped_reproduction_stops_its_runs_and_starts_no_more(data_dir, tmp_
     out, err = proc.communicate(timeout=300)
     time.sleep(1)
     lines = [line for line in err.splitlines() if line.strip()]
-    assert proc.returncode != 0 and lines == ["reproduce.py stopped: interrupted; the runs under way stopped at their "
+    assert proc.returncode != 0 and lines == ["reproduce.py stopped: interrupted while training; the runs under way stopped at their "
                                               "last checkpoint, and the same command goes on from there"], err[-2000:]
     assert 'internal' not in out and not (runs / 'internal-s1').exists()  # the queued run never started
     still = [p for p in os.listdir('/proc') if p.isdigit() and str(runs) in open(f'/proc/{p}/cmdline', 'rb').read()
              .decode(errors='replace')]
     assert still == []  # no training run left behind
+
+
+def test_a_reproduction_stopped_before_training_says_what_it_was_doing(tmp_path):
+    """A stop of reproduce.py while it prepares its data names that stage, not runs that never started,
+    and leaves no data folder half-written: the same command starts it again."""
+    import signal
+    import subprocess
+    import sys
+    from conftest import ROOT, SHARED, require_shared
+    require_shared()
+    proc = subprocess.Popen([sys.executable, 'reproduce.py', f"--input_file={SHARED / 'tinystories' / 'train_sample.txt'}",
+                             f'--data_dir={tmp_path / "data"}', f'--out_root={tmp_path / "runs"}', '--seeds=1',
+                             '--settings=baseline,internal', '--', '--vocab_size=512'],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=heeds_ctrl_c)
+    line = proc.stdout.readline()
+    while line and 'prepare_tinystories.py' not in line:  # preparing the data
+        line = proc.stdout.readline()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=300)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode != 0 and lines == ["reproduce.py stopped: interrupted while preparing the data; the "
+                                              "finished runs are kept, and the same command goes on from there"], err
+    assert not (tmp_path / 'runs').exists() and not (tmp_path / 'data' / 'val.bin').exists()
 
 
 def test_one_fold_at_a_time_folds_a_checkpoint(data_dir, tmp_path):
