@@ -333,6 +333,9 @@ def pretrained_config(name_or_dir, block_size=None, **overrides):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ValueError(f"{name_or_dir}'s config.json gives {field}={value!r}, not a number: write it "
                              f"without quotes, or save the folder again with save_pretrained")
+    edited = edited_export(name_or_dir, hc)
+    if edited:
+        raise ValueError(edited)
     if isinstance(hc.eos_token_id, int):
         overrides.setdefault('eot_token', hc.eos_token_id)
     return (gpt2_config if hc.model_type == 'gpt2' else llama_config)(name_or_dir, hc, block_size, overrides)
@@ -494,6 +497,24 @@ def export_source(path):
     except (OSError, ValueError, AttributeError):
         return None
     return record.get('source') if isinstance(record, dict) else None
+
+
+def edited_export(name_or_dir, hc):
+    """One sentence when hc, the config of name_or_dir, is export_hf's (it holds EXPORT_KEY) but its eps is
+    no longer the sigma^2 that makes every norm a fixed map: with another eps the norms normalize again,
+    and the model computes something else without a word. None otherwise."""
+    record = getattr(hc, EXPORT_KEY, None)
+    field = 'layer_norm_epsilon' if hc.model_type == 'gpt2' else 'rms_norm_eps'
+    eps = getattr(hc, field, None)
+    if not (isinstance(record, dict) and isinstance(record.get('sigma'), (int, float))
+            and isinstance(eps, (int, float))):
+        return None
+    exported = float(record['sigma']) ** 2
+    if abs(eps - exported) <= 1e-6 * exported:
+        return None
+    return (f"{name_or_dir} is fold.py's norm-free export, whose norms are fixed maps only at {field}={exported!r} "
+            f"(sigma^2, recorded under {EXPORT_KEY} in its config.json), but its config.json gives {field}={eps!r}: "
+            f"put {exported!r} back, or export the run again with fold.py --export_hf")
 
 
 def is_export(path):

@@ -601,6 +601,14 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "config.json is another run's", None),
     ('plot: a log of another run beside a Baseline config', 'plot.py', ['{root}/mixedlog', '--out_dir={root}/plmix'],
      'the log holds rows of another run', None),
+    ('fine-tune a norm-free export whose eps was edited back', 'train.py',
+     [*T, *LLAMA_HF, '--n_kv_head=2', '--taper=none', '--aux_loss=none', '--init_from={root}/llama_epsedit'],
+     "is fold.py's norm-free export, whose norms are fixed maps only at rms_norm_eps=67108864.0", None),
+    ('evaluate: a norm-free export whose eps was edited back', 'evaluate.py',
+     ['--init_from={root}/llama_epsedit', '--data_dir={data}', '--device=cpu'],
+     "but its config.json gives rms_norm_eps=1e-05: put 67108864.0 back, or export the run again", None),
+    ('memory: a norm-free export whose eps was edited back', 'memory.py', ['--init_from={root}/llama_epsedit'],
+     "is fold.py's norm-free export, whose norms are fixed maps only at rms_norm_eps=67108864.0", None),
     ('fine-tune a norm-free export with a taper', 'train.py', [*T, '--init_from={root}/otherexport'],
      "norm-free export: its norms are identities already, so there is nothing to taper", None),
     ('fold: an empty --ckpt', 'fold.py', ['--out_dir={root}/trun', '--ckpt='], "ckpt is empty: drop --ckpt for its default", None),
@@ -1213,6 +1221,9 @@ def make_workspace(root, data_dir):
     hc = json.load(open(f'{root}/llama/config.json'))
     shutil.copytree(f'{root}/llama', f'{root}/llama_vocab600')
     json.dump(hc | {'vocab_size': 600}, open(f'{root}/llama_vocab600/config.json', 'w'))
+    shutil.copytree(f'{root}/llama', f'{root}/llama_epsedit')  # an export whose eps = sigma^2 was "fixed" back
+    json.dump(hc | {'rms_norm_eps': 1e-05, 'tapernorm_export': dict(sigma=8192.0, alpha=1.0, bound=1e-9)},
+              open(f'{root}/llama_epsedit/config.json', 'w'))
     os.symlink(f'{root}/loopB', f'{root}/loopA')
     os.symlink(f'{root}/loopA', f'{root}/loopB')
     os.makedirs(f'{root}/no_wandb/wandb')
