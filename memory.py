@@ -54,7 +54,10 @@ def train_flags():
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')) as f:
         namespace = {}
         exec(f.read().split(ruler)[1], namespace)
-    return {k: v for k, v in namespace.items() if isinstance(v, Flag)}
+    flags = {k: v for k, v in namespace.items() if isinstance(v, Flag)}
+    flags['init_from'].help = ("'scratch', or an HF GPT-2 or Llama-family name or save_pretrained folder (hf.py); "
+                               "a resume is planned by train.py --init_from=resume --out_dir=<run> --memory_plan")
+    return flags
 
 
 def model_config(config):

@@ -233,3 +233,13 @@ def test_a_run_folder_given_to_memory_py_is_said_not_planned(tmp_path):
     assert out.startswith(f'note: this plan is of the config files and flags given, not of the run in {tmp_path / "run"}')
     assert '--init_from=resume' in out.splitlines()[0]
     assert 'note:' not in run('memory.py', 'config/quick_cpu.py', f'--out_dir={tmp_path / "new"}').stdout
+
+
+def test_memory_help_offers_only_the_init_from_it_plans():
+    """memory.py takes train.py's flags, but plans a resume through train.py: its --help says so rather
+    than offering 'resume', which it refuses."""
+    shown = run('memory.py', '--help').stdout
+    entry = shown[shown.index('  --init_from=scratch'):].split('\n  --')[0]
+    assert "'resume'" not in entry and 'train.py --init_from=resume --out_dir=<run> --memory_plan' in ' '.join(entry.split())
+    refused = run('memory.py', '--init_from=resume', check=False)
+    assert refused.returncode == 1 and '--memory_plan' in refused.stderr
