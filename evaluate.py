@@ -162,7 +162,13 @@ def check_tokenizer(ref, meta):
 
 
 def open_set(split):
-    """data_dir/<split>.bin, after checking that it is a whole number of tokens."""
+    """data_dir/<split>.bin, after checking that it is a whole number of tokens, and, for a Pile set,
+    that it is one of the folder's own: prepare_owt.py records the tokens of each set it writes."""
+    meta = read_meta(data_dir)
+    if split != 'val' and 'val_tokens' in meta and f'{split}_tokens' not in meta:
+        fail(f"{data_dir}/{split}.bin is not one of this folder's sets: its meta.json records the tokens of every set "
+             f"prepare_owt.py wrote, and none of {split}.bin (copied in from another folder?): remove it; then "
+             f"`python {prepare_command(data_dir)}` writes the folder's own")
     try:
         return open_tokens(data_dir, split)
     except ValueError as e:

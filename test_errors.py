@@ -431,6 +431,9 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'holds files that gpu_check.py did not write', None),
     ('evaluate: a damaged Pile set: the advice reads the local file it came from', 'evaluate.py',
      ['--init_from={root}/hf', '--data_dir={root}/owtpile', '--device=cpu'], 'pile_short.jsonl --out_dir=', None),
+    ('evaluate: a Pile set copied in from another folder', 'evaluate.py',
+     ['--init_from={root}/hf', '--data_dir={root}/owtstray', '--device=cpu'],
+     "pile.bin is not one of this folder's sets: its meta.json records the tokens of every set", None),
     ('evaluate: a token file shorter than one chunk', 'evaluate.py', ['--init_from={root}/hf', '--data_dir={root}/owtshort',
      '--device=cpu', '--batch_size=1'], 'holds 30 tokens, less than one chunk of 64', None),
     ('evaluate: a TinyStories checkpoint', 'evaluate.py', ['--out_dir={root}/run', '--data_dir={data}',
@@ -1053,6 +1056,10 @@ def make_workspace(root, data_dir):
         rows = open(f'{root}/{name}/log.jsonl').read().splitlines()
         open(f'{root}/{name}/log.jsonl', 'w').write('\n'.join(edit(rows)) + '\n')
     shutil.copytree(f'{root}/owt', f'{root}/owtshort')  # a val.bin cut short of one chunk
+    shutil.copytree(f'{root}/owt', f'{root}/owtstray')  # prepared without the Pile sets, then one copied in
+    json.dump(json.load(open(f'{root}/owt/meta.json')) | {'train_tokens': 2000, 'val_tokens': 2000},
+              open(f'{root}/owtstray/meta.json', 'w'))
+    np.arange(3000, dtype=np.uint16).tofile(f'{root}/owtstray/pile.bin')
     shutil.copytree(f'{root}/owt', f'{root}/owtpile')  # a Pile set from a local file, its .bin cut mid-token
     np.arange(3000, dtype=np.uint16).tofile(f'{root}/owtpile/pile.bin')
     open(f'{root}/owtpile/pile.bin', 'ab').write(b'\0')
