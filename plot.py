@@ -217,6 +217,33 @@ def group_runs(runs, labelled=False):
     return groups
 
 
+def token_kind(run):
+    """What a run's loss is measured in: its tokenizer (from its data folder's meta.json, where that is
+    still there) and its vocabulary size."""
+    config = run["config"]
+    try:
+        with open(os.path.join(str(config.get("data_dir")), "meta.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+        name = meta.get("tokenizer_name") or (f"{meta['tokenizer']} {meta['tokenizer_sha256'][:12]}"
+                                              if "tokenizer_sha256" in meta else meta.get("tokenizer"))
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        name = None
+    return name if isinstance(name, str) else None, config.get("vocab_size")
+
+
+def tokens_note(runs):
+    """A note when the runs drawn on one axis measure their loss in the tokens of different tokenizers
+    (nats per token are not comparable across them), else None."""
+    kinds = [token_kind(run) for run in runs]
+    for run, kind in zip(runs[1:], kinds[1:]):
+        differs = kind[1] != kinds[0][1] or (kind[0] and kinds[0][0] and kind[0] != kinds[0][0])
+        if differs:
+            said = lambda k: f"vocab_size {k[1]}" + (f", tokenizer {k[0]}" if k[0] else "")
+            return (f"note: {runs[0]['dir']} ({said(kinds[0])}) and {run['dir']} ({said(kind)}) measure their loss in "
+                    f"the tokens of different tokenizers, which one axis does not compare: plot them apart")
+    return None
+
+
 def ema(values, smooth):
     """Exponential moving average, bias-corrected so the curve does not start near zero."""
     out, avg = np.empty(len(values)), 0.0
@@ -332,6 +359,9 @@ def main(argv=None):
         for run, label in zip(runs, args.labels):
             run["label"] = label.strip()
     groups = group_runs(runs, labelled=args.labels is not None)
+    tokens = tokens_note(runs)
+    if tokens:
+        print(tokens)
     os.makedirs(args.out_dir, exist_ok=True)
     written = []
 

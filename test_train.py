@@ -319,6 +319,28 @@ def test_plot_says_when_two_seeds_of_a_setting_share_their_seed(runs, tmp_path):
     assert 'note:' not in proc.stdout  # two labels: two settings, no band over them
 
 
+def test_plot_says_when_runs_on_one_axis_count_different_tokens(runs, tmp_path):
+    """A loss in nats per token compares runs of one tokenizer only: plot.py notes a run whose data is
+    another tokenizer's (its vocabulary, or the tokenizer its data folder's meta.json names), and says
+    nothing of runs of one tokenizer."""
+    other = tmp_path / 'other'  # the same run, as if trained on GPT-2 tokens
+    shutil.copytree(runs / 'baseline', other, ignore=shutil.ignore_patterns('*.pt'))  # its log, as assets/runs keep
+    config = json.load(open(other / 'config.json'))
+    (other / 'data').mkdir()
+    (other / 'data' / 'meta.json').write_text(json.dumps({'tokenizer_name': 'gpt2', 'vocab_size': config['vocab_size']}))
+    json.dump(config | {'data_dir': str(other / 'data')}, open(other / 'config.json', 'w'))
+    rows = [json.loads(line) for line in open(other / 'log.jsonl')]
+    (other / 'log.jsonl').write_text(''.join(json.dumps(r | {'loss': r['loss'] + 0.01}) + '\n' for r in rows))
+    both = [str(runs / 'baseline'), str(other), '--labels=a,b']
+    said = run('plot.py', *both, f'--out_dir={tmp_path / "figs"}').stdout
+    assert said.count('note:') == 1 and 'tokenizer gpt2) measure their loss in the tokens of different tokenizers' in said
+    json.dump(config | {'vocab_size': 2 * config['vocab_size']}, open(other / 'config.json', 'w'))  # the same data
+    said = run('plot.py', *both, f'--out_dir={tmp_path / "figs2"}').stdout
+    assert f"(vocab_size {2 * config['vocab_size']}, tokenizer sentencepiece " in said and 'measure their loss' in said
+    said = run('plot.py', str(runs / 'baseline'), str(runs / 'internal_aux'), f'--out_dir={tmp_path / "figs3"}').stdout
+    assert 'note:' not in said
+
+
 # --- fold.py, sample.py, bench.py ------------------------------------------------------------------
 
 @pytest.mark.parametrize('name', ['internal_aux', 'all_aux'])
