@@ -413,6 +413,16 @@ def main(argv=None):
     if mixed:
         print(mixed)
     cfg = model.config
+    from hf import export_source, is_export
+    source = (ckpt.get('config') or {}).get('init_from')
+    if args.export_hf is not None and cfg.taper == 'none' and not cfg.fakeln and isinstance(source, str) \
+            and os.path.isdir(source) and is_export(source):
+        origin = export_source(source)
+        fail(f"cannot export {path}: it is a fine-tune of the norm-free export {source}, whose norms it kept as "
+             f"layers of eps {cfg.norm_eps:g}, and fold.py exports only a model it made norm-free itself: use this "
+             f"run's ckpt.pt as it is (sample.py, evaluate.py), or train " +
+             (f"the run the export came from on (train.py --init_from=resume --out_dir={os.path.dirname(origin)})"
+              if origin else "the run the export came from on") + ", then fold and export that")
     if args.export_hf is not None and cfg.taper == 'none' and not cfg.fakeln and cfg.norm != 'dyt':
         fail(f"cannot export {path}: it is a Baseline run, whose norms stay, so there is no norm-free model to "
              f"export: train with --taper=all (e.g. config/finetune_gpt2_s_alltaper.py) to g = 0, "

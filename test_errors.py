@@ -412,6 +412,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "is named ckpt.pt, train.py's checkpoint", None),
     ('fold: --out over a file fold.py did not write', 'fold.py', ['--out_dir={root}/trun', '--out=log.jsonl'],
      'is not a checkpoint fold.py wrote', None),
+    ('fold: export of a fine-tune of a norm-free export', 'fold.py', ['--out_dir={root}/ft_export', '--export_hf={root}/ft_hf'],
+     'is a fine-tune of the norm-free export', None),
     ('fold: export of an Internal-Taper run', 'fold.py', ['--out_dir={root}/trun', '--export_hf={root}/trun_hf'],
      'real final norm', None),
     ('fold: export over a folder fold.py did not write', 'fold.py', ['--out_dir={root}/trun', '--export_hf={root}/run'],
@@ -1075,6 +1077,10 @@ def make_workspace(root, data_dir):
     json.dump({'model_type': 'llama', 'tapernorm_export': dict(sigma=1.0, alpha=1.0, bound=1e-6,
                                                                source='/elsewhere/run/ckpt.pt')},
               open(f'{root}/otherexport/config.json', 'w'))
+    shutil.copytree(f'{root}/run', f'{root}/ft_export')  # a Baseline fine-tune of that export
+    ckpt = torch.load(f'{root}/ft_export/ckpt.pt', weights_only=True)
+    ckpt['config']['init_from'] = f'{root}/otherexport'
+    torch.save(ckpt, f'{root}/ft_export/ckpt.pt')
     open(f'{root}/mine.svg', 'w').write('<svg xmlns="http://www.w3.org/2000/svg"><title>tapernorm results, by hand'
                                         '</title></svg>\n')
     import bz2, gzip, lzma
