@@ -14,12 +14,15 @@ line of output and the next step runs.
   train_compile  the same under torch.compile, recompilations counted (TORCH_LOGS=recompiles): the
                  gate is a tensor, so only the two phase changes may recompile
   bench          bench.py --compile --cuda_graph: Table 2 in every mode, with the ratios
-  finetune       a random-weight GPT-2 (50,257-token vocabulary) fine-tuned under each protocol of
+  finetune_vanilla, finetune_fakeln, finetune_internaltaper, finetune_alltaper
+                 a random-weight GPT-2 (50,257-token vocabulary) fine-tuned under each protocol of
                  Table 3 in bf16 (the S configs on a short schedule; All-TaperLN with activation
                  checkpointing)
-  fold           fold.py on the All-TaperLN and FakeLN runs (with the HF export), then evaluate.py
+  fold_alltaper, fold_fakeln
+                 fold.py on the All-TaperLN and FakeLN runs (with the HF export), then evaluate.py
                  in bf16 on each checkpoint and its folded copy: the same cross-entropy
-  distributed    torchrun over the GPUs present: DDP and FSDP2 (one GPU: a single-rank FSDP2 run)
+  ddp, fsdp      torchrun over the GPUs present: DDP and FSDP2 (one GPU: a single-rank FSDP2 run)
+  (data makes the token files the others read; --only takes these names)
 
 The device memory in use is sampled during every step (the CUDA driver's view, context included)
 and set beside memory.py's plan for the training runs.
