@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ScriptServer, SHARED, TINY, run, word_tokenizer
+from conftest import ScriptServer, SHARED, TINY, run, session_server, word_tokenizer
 
 T = [*TINY, '--data_dir={data}', '--out_dir={root}/fresh']           # a valid scratch run, plus one flaw
 R = [*TINY, '--data_dir={data}', '--out_dir={root}/run', '--taper=none', '--aux_loss=none',
@@ -1409,7 +1409,7 @@ def run_case(case, root, data_dir, servers=None):
     return run(script, *args, check=False, env=env, fresh=True)
 
 
-FRESH_EVERY = 30  # every 30th row, and one row of each warm environment, also runs as a plain subprocess
+FRESH_EVERY = 60  # every 60th row, and one row of each warm environment, also runs as a plain subprocess
 SHARED_ENV = 5  # an environment that this many rows set gets a warm interpreter of its own
 
 
@@ -1526,7 +1526,7 @@ ACCEPTED = [  # (case, script, arguments, environment)
 @pytest.mark.parametrize('case', ACCEPTED, ids=[c[0] for c in ACCEPTED])
 def test_a_valid_input_next_to_a_rule_is_accepted(outcomes, data_dir, case):
     root = outcomes[3]
-    proc = run_case((case[0], case[1], case[2], None, case[3]), root, data_dir)
+    proc = run_case((case[0], case[1], case[2], None, case[3]), root, data_dir, {(): session_server()})
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
