@@ -156,9 +156,7 @@ def run(*args, allow_divergence=False, progress='', threads=None):
                                 preexec_fn=dies_with_parent)
         CHILDREN.add(proc)
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-    if STOPPING:  # a stop came while it was starting: its raise may have been lost
-        raise KeyboardInterrupt
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a stop held back is raised here
     lines = []
     try:
         for line in proc.stdout:
