@@ -212,6 +212,8 @@ def mean_ce(model, data, n_chunks, chunk_len, name):
     return (total * batch_size / n_chunks).item()
 
 
+if os.path.isfile(data_dir):
+    fail(f"data_dir={data_dir} is a file, not a data folder: pass --data_dir=<the folder prepare_owt.py wrote>")
 if not os.path.isdir(data_dir):
     fail(f"no folder {data_dir}: pass --data_dir=<the folder prepare_owt.py wrote>, or write it with "
          f"`python prepare_owt.py`")

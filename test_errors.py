@@ -433,6 +433,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'holds files that gpu_check.py did not write', None),
     ('evaluate: a damaged Pile set: the advice reads the local file it came from', 'evaluate.py',
      ['--init_from={root}/hf', '--data_dir={root}/owtpile', '--device=cpu'], 'pile_short.jsonl --out_dir=', None),
+    ('evaluate: a data folder that is a file', 'evaluate.py', ['--init_from={root}/hf', '--data_dir={root}/blank.txt', '--device=cpu'],
+     'is a file, not a data folder', None),
     ('evaluate: a Pile set copied in from another folder', 'evaluate.py',
      ['--init_from={root}/hf', '--data_dir={root}/owtstray', '--device=cpu'],
      "pile.bin is not one of this folder's sets: its meta.json records the tokens of every set", None),
