@@ -165,7 +165,7 @@ WARM = ['numpy', 'torch', 'torch.distributed', 'torch.nn.parallel', 'torch.distr
 
 
 def serve():
-    """The server's loop: one JSON request per stdin line, {script, args, cwd, out, err}; one JSON
+    """The server's loop: one JSON request per stdin line, {script, args, cwd, out, err, env}; one JSON
     reply per line, {code}."""
     import atexit
     import importlib
@@ -184,6 +184,8 @@ def serve():
             for fd, path in ((1, request['out']), (2, request['err'])):
                 os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
             os.chdir(request['cwd'])
+            os.environ.clear()
+            os.environ.update(request['env'])
             signal.alarm(TIMEOUT)  # as subprocess.run(timeout=TIMEOUT) would: a hung script is killed
             sys.argv = [request['script'], *request['args']]
             code = 0
@@ -208,16 +210,29 @@ def serve():
         reply.flush()
 
 
+# Variables this process's environment gains as tests run, which no import of a script reads: pytest
+# names each test in PYTEST_CURRENT_TEST; importing peft sets TORCHINDUCTOR_CACHE_DIR (to its default),
+# and lm_eval HF_XET_HIGH_PERFORMANCE (for downloads). A fork is handed them with the rest of the
+# environment as it runs; any other change since the server started means a fresh process.
+RUN_TIME_ONLY = ('PYTEST_CURRENT_TEST', 'TORCHINDUCTOR_CACHE_DIR', 'HF_XET_HIGH_PERFORMANCE')
+
+
+def import_environment():
+    """This process's environment less RUN_TIME_ONLY: what a fresh interpreter's imports would read."""
+    return {k: v for k, v in os.environ.items() if k not in RUN_TIME_ONLY}
+
+
 class ScriptServer:
     """run(script, *args) as conftest.run(check=False, env=env) does, in a fork of a warm interpreter
     started with this process's environment plus env (so that its imports read env, as a fresh
     process's do); one script at a time (a lock), and only while this process's environment is still
-    the one the server started from (else, and after the server has died, a plain subprocess)."""
+    the one the server started from, but for RUN_TIME_ONLY (else, and after the server has died, a plain
+    subprocess). Each fork runs with this process's environment of the moment, plus env."""
 
     def __init__(self, scratch, env=None):
         self.scratch = Path(scratch)
         self.scratch.mkdir(parents=True, exist_ok=True)
-        self.env, self.extra = dict(os.environ), env
+        self.env, self.extra = import_environment(), env
         self.proc = subprocess.Popen([sys.executable, '-c', 'import conftest; conftest.serve()'], cwd=ROOT,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      env={**os.environ, **(env or {}), 'PYTHONPATH': str(ROOT)})
@@ -225,7 +240,7 @@ class ScriptServer:
         self.lock = threading.Lock()
 
     def run(self, script, *args):
-        if dict(os.environ) != self.env or self.proc.poll() is not None:
+        if import_environment() != self.env or self.proc.poll() is not None:
             return run(script, *args, check=False, env=self.extra, fresh=True)
         with self.lock:
             return self.forked(script, *args)
@@ -234,7 +249,7 @@ class ScriptServer:
         self.count += 1
         out, err = self.scratch / f'{self.count}.out', self.scratch / f'{self.count}.err'
         request = dict(script=str(ROOT / script), args=[str(a) for a in args], cwd=str(ROOT), out=str(out),
-                       err=str(err))
+                       err=str(err), env={**os.environ, **(self.extra or {})})
         self.proc.stdin.write(json.dumps(request) + '\n')
         self.proc.stdin.flush()
         reply = self.proc.stdout.readline()
