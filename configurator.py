@@ -453,6 +453,11 @@ def checked_input(key, path, kind):
     if not os.path.exists(path) and ' ' in path.strip() and all(os.path.exists(p) for p in path.split()):
         raise FlagError(f"{key}={path} names {len(path.split())} paths apart by spaces: separate them with commas, "
                         f"--{key}={','.join(path.split())}")
+    parts = [p.strip() for p in path.split(',')]
+    if not os.path.exists(path) and len(parts) > 1 and all(os.path.isfile(p) for p in parts):
+        pooled = 'joined' + os.path.splitext(parts[0])[1]  # in the folder the command runs in
+        raise FlagError(f"{key}={path} names {len(parts)} files apart by commas, and {key} takes one: join them "
+                        f"into one first (`cat {' '.join(parts)} > {pooled}`) and pass that")
     if not os.path.exists(path):
         raise FlagError(f"{key}={path}: no such {noun}; check the path")
     if kind == 'file' and special_kind(path):

@@ -66,6 +66,10 @@ def load_splits(input_file=None, val_fraction=0.0005):
         if os.path.getsize(input_file) < 100 << 20:
             datasets.disable_progress_bars()  # seconds of loading: its progress lines would only bury our own
         ds = load_dataset("json", data_files=input_file, split="train")
+        kept = ds.filter(lambda batch: [bool(t.strip()) for t in batch["text"]], batched=True)
+        if len(kept) < len(ds):  # a scraper's empty rows: each would be a lone end-of-text token
+            print(f"note: left out {len(ds) - len(kept):,} rows of {input_file} whose text is empty or blank")
+        ds = kept
     # OpenWebText has no validation split; these numbers are the project's spec, so every machine holds
     # out the same documents.
     try:
@@ -255,6 +259,9 @@ def check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, input_file, v
         raise SystemExit(f"{out_dir} already holds data prepared from {source}, not {input_file}: choose "
                          f"another --out_dir, or remove {out_dir} to prepare it again")
     held = meta.get("val_fraction")  # recorded since this check
+    if input_file is not None and held is None and os.path.isfile(os.path.join(out_dir, "val.bin")):
+        print(f"note: {out_dir} was prepared before meta.json recorded its --val_fraction, so its val.bin is kept "
+              f"whatever --val_fraction says now: if it was made with another, remove {out_dir} to prepare it again")
     if input_file is not None and held is not None and held != val_fraction:
         raise SystemExit(f"{out_dir} already holds a val split made with --val_fraction={held}, not "
                          f"--val_fraction={val_fraction}: choose another --out_dir, or remove {out_dir} to prepare "

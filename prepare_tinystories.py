@@ -65,6 +65,10 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
         if path is not None and path.endswith((".jsonl", ".json")):
             raise SystemExit(f"{path} is JSON lines, which prepare_owt.py --input_file reads; prepare_tinystories.py "
                              f"reads plain text, stories separated by blank lines.")
+        if path is not None and eot_separated(path) and (lines := longest_block(path, eot=True)) > MAX_STORY_LINES:
+            raise SystemExit(f"{path} separates stories by {EOT_LINE} lines, but has {lines:,} lines in a row without "
+                             f"one, which would be read as one story (stories separated by blank lines, with "
+                             f"{EOT_LINE} lines added?): separate every story of it the same way")
         if path is not None and not eot_separated(path) and (lines := longest_block(path)) > MAX_STORY_LINES:
             raise SystemExit(f"{path} has {lines:,} lines in a row with no blank line between them, "
                              f"which would be read as one story: separate its stories by blank lines (one story "
@@ -75,10 +79,12 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
     files = {"train": inputs} | ({"val": val_file} if val_file else {})
     if sum(os.path.getsize(p) for p in inputs + ([val_file] if val_file else [])) < 100 << 20:
         datasets.disable_progress_bars()  # seconds of loading: its progress lines would only bury our own
-    if any(eot_separated(p) for p in inputs + ([val_file] if val_file else [])):
+    # load_dataset's paragraphs end at an empty line; a line of spaces that looks blank, or an <|endoftext|>
+    # line, needs our own reader. A byte-order mark (a Windows editor's) is no part of the first story.
+    if any(eot_separated(p) or blank_with_spaces(p) for p in inputs + ([val_file] if val_file else [])):
         ds = {split: stories_of(paths if isinstance(paths, list) else [paths]) for split, paths in files.items()}
     else:
-        ds = load_dataset("text", data_files=files, sample_by="paragraph")
+        ds = load_dataset("text", data_files=files, sample_by="paragraph", encoding="utf-8-sig")
     if val_file:
         return {"train": ds["train"], "val": ds["val"]}
     try:
@@ -110,7 +116,7 @@ def stories_of(paths):
     lines, or blank lines (as load_dataset's paragraphs)."""
     def rows(path, stamp):  # stamp: the file's size and time, so that an edited file is read again
         story, eot = [], eot_separated(path)
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             for line in f:
                 end = line.strip() == EOT_LINE if eot else not line.strip()
                 if end and "".join(story).strip():
@@ -122,6 +128,18 @@ def stories_of(paths):
                                                                                os.path.getmtime(p))))
              for p in paths]
     return datasets.concatenate_datasets(parts)
+
+
+def blank_with_spaces(path, limit=16 << 20):
+    """Whether a line of path that looks blank holds spaces or tabs, in its first limit bytes."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip() and line.strip("\r\n"):
+                return True
+            limit -= len(line)
+            if limit < 0:
+                return False
+    return False
 
 
 def holds_text(path, chunk=1 << 20):
@@ -139,13 +157,13 @@ def file_sha256(path):
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def longest_block(path, limit=16 << 20):
-    """The most lines in a row without a blank one, in the first limit bytes of path: one document to
-    load_dataset's paragraph reader."""
+def longest_block(path, limit=16 << 20, eot=False):
+    """The most lines in a row without a blank one (with eot: without an <|endoftext|> line), in the first
+    limit bytes of path: one document to the reader."""
     longest = run = 0
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
-            run = 0 if not line.strip() else run + 1
+            run = 0 if (line.strip() == EOT_LINE if eot else not line.strip()) else run + 1
             longest = max(longest, run)
             limit -= len(line)
             if limit < 0:
@@ -284,6 +302,13 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
     except ValueError:
         written = {}  # said below
     recorded = written.get("tokenizer_sha256")
+    held = None
+    if os.path.isfile(model_file):  # first: a damaged tokenizer, not the token files made with it, is the fault
+        try:
+            held = spm.SentencePieceProcessor(model_file=model_file).vocab_size()
+        except (RuntimeError, OSError):
+            raise SystemExit(f"{model_file} is not a SentencePiece model (cut short or overwritten?): remove "
+                             f"{out_dir} to prepare it again, or choose another --{flag_name}") from None
     for name in ("train.bin", "val.bin"):
         bin_file = os.path.join(out_dir, name)
         if not os.path.isfile(bin_file):
@@ -301,13 +326,6 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
         if why:
             raise SystemExit(f"{bin_file} was not tokenized with {model_file} ({why}), so it cannot be kept: "
                              f"remove the .bin files, or choose another --{flag_name}")
-    held = None
-    if os.path.isfile(model_file):
-        try:
-            held = spm.SentencePieceProcessor(model_file=model_file).vocab_size()
-        except (RuntimeError, OSError):
-            raise SystemExit(f"{model_file} is not a SentencePiece model: remove {out_dir}, or choose another "
-                             f"--{flag_name}") from None
     meta = {}
     if os.path.isfile(meta_file):
         try:
@@ -330,6 +348,11 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
     if max_stories is not None and meta and meta.get("max_stories", 0) != max_stories:
         raise SystemExit(f"{out_dir} already holds data prepared with --max_stories={meta.get('max_stories', 0)}, "
                          f"not {max_stories}: choose another --{flag_name}, or remove {out_dir} to prepare it again")
+    if source and meta and "val_file" not in meta and "val_fraction" not in meta \
+            and os.path.isfile(os.path.join(out_dir, "val.bin")):
+        print(f"note: {out_dir} was prepared before meta.json recorded how its val split was made, so its val.bin "
+              f"is kept whatever --val_file or --val_fraction says now: if it was made otherwise, remove {out_dir} "
+              f"to prepare it again")
     if source and ("val_file" in meta or "val_fraction" in meta):  # recorded since this check
         held_file, held_fraction = meta.get("val_file"), meta.get("val_fraction")
         same = (same_file(str(held_file), val_file) if held_file and val_file else
@@ -372,10 +395,11 @@ def main(argv=None):
         print(f"load: skipped, {out_dir} already holds the tokenizer and both token files")
     else:
         splits = load_splits(args.input_file, args.val_file, args.val_fraction)
+        swapped = args.val_file and len(splits['val']) > len(splits['train'])  # before --max_stories cuts train
         if args.max_stories:
             splits["train"] = splits["train"].select(range(min(args.max_stories, len(splits["train"]))))
         print(f"load: {len(splits['train']):,} train and {len(splits['val']):,} val documents")
-        if args.val_file and len(splits['val']) > len(splits['train']):
+        if swapped:
             print(f"note: --val_file holds more documents than --input_file; if the two are the wrong way "
                   f"round, run again with them swapped")
     created = not os.path.isdir(out_dir)

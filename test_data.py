@@ -169,8 +169,9 @@ def test_stories_separated_by_end_of_text_lines_read_as_blank_line_paragraphs(tm
     paragraphs), so the vocabulary (its pieces and scores) and both token streams come out byte for byte
     the same."""
     require_shared()
+    import re
     text = (SHARED / 'tinystories' / 'train_sample.txt').read_text()
-    stories = [s.strip() for s in text.split('\n\n') if s.strip()][:1500]
+    stories = [s.strip() for s in re.split(r'\n[ \t]*\n', text) if s.strip()][:1500]  # a line of spaces is blank
     (tmp_path / 'blank.txt').write_text('\n\n'.join(stories))
     (tmp_path / 'eot.txt').write_text(''.join(f'{s}\n<|endoftext|>\n' for s in stories))
     for name in ('blank', 'eot'):
@@ -259,6 +260,100 @@ def test_a_val_file_larger_than_the_input_is_noted(tmp_path):
                   f"--val_file={SHARED / 'tinystories' / 'train_sample.txt'}", '--vocab_size=512',
                   f'--out_dir={tmp_path / "data"}').stdout
     assert 'note: --val_file holds more documents than --input_file' in swapped
+
+
+def test_stories_apart_by_lines_of_spaces_or_after_a_byte_order_mark_read_as_the_clean_text(tmp_path):
+    """Separator lines that hold a space look blank and are read as blank (load_dataset's paragraphs end
+    only at empty ones), and a val file a Windows editor saved with a byte-order mark is read without it:
+    the vocabulary and both token streams come out byte for byte as from the clean files. A --max_stories
+    cut of the training stories is no sign of files given the wrong way round."""
+    require_shared()
+    import re
+    text = (SHARED / 'tinystories' / 'train_sample.txt').read_text()
+    stories = [s.strip() for s in re.split(r'\n[ \t]*\n', text) if s.strip()][:700]
+    (tmp_path / 'clean.txt').write_text('\n\n'.join(stories[:600]))
+    (tmp_path / 'val.txt').write_text('\n\n'.join(stories[600:]))
+    (tmp_path / 'spaced.txt').write_text('\n \n'.join(stories[:600]))  # a line of one space between stories
+    (tmp_path / 'val_bom.txt').write_bytes(b'\xef\xbb\xbf' + '\n\n'.join(stories[600:]).encode())
+    for name, train, val in (('clean', 'clean', 'val'), ('spaced', 'spaced', 'val_bom'), ('bom', 'clean', 'val_bom')):
+        out = run('prepare_tinystories.py', f'--input_file={tmp_path / f"{train}.txt"}',
+                  f'--val_file={tmp_path / f"{val}.txt"}', '--vocab_size=400', f'--out_dir={tmp_path / name}').stdout
+        assert 'load: 600 train and 100 val documents' in out, out
+    for name in ('spaced', 'bom'):
+        for f in ('tokenizer.vocab', 'train.bin', 'val.bin'):
+            assert (tmp_path / name / f).read_bytes() == (tmp_path / 'clean' / f).read_bytes(), (name, f)
+    cut = run('prepare_tinystories.py', f'--input_file={tmp_path / "clean.txt"}', f'--val_file={tmp_path / "val.txt"}',
+              '--vocab_size=400', '--max_stories=50', f'--out_dir={tmp_path / "cut"}').stdout
+    assert 'load: 50 train and 100 val documents' in cut and 'wrong way round' not in cut
+
+
+def test_a_data_folder_prepared_again_from_the_same_text_is_the_runs_own(tmp_path):
+    """SentencePiece records its input's path in tokenizer.model, so the same text prepared again from
+    another path writes other bytes for the same pieces: a run resumes on that folder as on its own,
+    while a folder of another vocabulary is still refused."""
+    require_shared()
+    text = (SHARED / 'tinystories' / 'train_sample.txt').read_text()[:60_000]
+    for name in ('a', 'b'):
+        (tmp_path / f'{name}.txt').write_text(text)
+    for name, text_file, vocab in (('a', 'a.txt', 400), ('b', 'b.txt', 400), ('other', 'a.txt', 410)):
+        run('prepare_tinystories.py', f'--input_file={tmp_path / text_file}', f'--vocab_size={vocab}',
+            f'--out_dir={tmp_path / f"data_{name}"}')
+    assert (tmp_path / 'data_a' / 'tokenizer.model').read_bytes() != (tmp_path / 'data_b' / 'tokenizer.model').read_bytes()
+    assert (tmp_path / 'data_a' / 'train.bin').read_bytes() == (tmp_path / 'data_b' / 'train.bin').read_bytes()
+    tiny = ['--device=cpu', '--vocab_size=400', '--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16',
+            '--batch_size=4', '--max_iters=4', '--warmup_iters=1', '--taper_start=1', '--taper_end=3',
+            '--lr_decay_iters=4', '--eval_interval=2', '--eval_iters=1', f'--out_dir={tmp_path / "run"}']
+    run('train.py', *tiny, f'--data_dir={tmp_path / "data_a"}', '--stop_iter=2')
+    run('train.py', '--init_from=resume', f'--out_dir={tmp_path / "run"}', f'--data_dir={tmp_path / "data_b"}')
+    other = run('train.py', '--init_from=resume', f'--out_dir={tmp_path / "run"}',
+                f'--data_dir={tmp_path / "data_other"}', '--eval_only', check=False)
+    assert other.returncode == 1 and 'holds tokens of another tokenizer' in other.stderr, other.stderr
+
+
+def test_a_folder_prepared_before_meta_json_recorded_its_val_split_says_it_is_kept(data_dir, tmp_path):
+    """A data folder from before meta.json recorded how its val split was made cannot tell whether a
+    --val_file or --val_fraction given now is the one it was made with: both prepare scripts keep its
+    files as they are and say so, rather than report the stages skipped as if they matched."""
+    import hashlib
+    import shutil
+    require_shared()
+    old = tmp_path / 'stories'
+    shutil.copytree(data_dir, old)
+    docs = tmp_path / 'docs.jsonl'
+    docs.write_text(''.join(open(SHARED / 'openwebtext' / 'sample.jsonl').readlines()[:40]))
+    (tmp_path / 'other_val.txt').write_text('Another story to hold out.\n\nAnd one more.\n')
+    run('prepare_owt.py', f'--input_file={docs}', '--skip_pile', '--val_fraction=0.1', f'--out_dir={tmp_path / "owt"}')
+    for folder, key in ((old, 'val_file'), (tmp_path / 'owt', 'val_fraction')):
+        meta = json.loads((folder / 'meta.json').read_text())
+        (folder / 'meta.json').write_text(json.dumps({k: v for k, v in meta.items() if k not in ('val_file', 'val_fraction')}))
+    digest = {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in tmp_path.rglob('*') if f.is_file()}
+    outs = [run('prepare_tinystories.py', f"--input_file={SHARED / 'tinystories' / 'train_sample.txt'}",
+                f"--val_file={tmp_path / 'other_val.txt'}", '--vocab_size=512', f'--out_dir={old}').stdout,
+            run('prepare_owt.py', f'--input_file={docs}', '--skip_pile', '--val_fraction=0.2',
+                f'--out_dir={tmp_path / "owt"}').stdout]
+    for out in outs:
+        assert 'was prepared before meta.json recorded' in out and 'val.bin is kept' in out, out
+    assert digest == {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in tmp_path.rglob('*') if f.is_file()}
+
+
+def test_prepare_owt_leaves_out_rows_without_text(tmp_path):
+    """A scraper's rows whose text is empty or blank would each be a lone end-of-text token: prepare_owt.py
+    leaves them out, says how many, and writes every other document as tiktoken's GPT-2 encoding of
+    it (encode_ordinary) followed by the end-of-text id."""
+    require_shared()
+    import tiktoken
+    docs = [json.loads(line)['text'] for line in open(SHARED / 'openwebtext' / 'sample.jsonl')][:40]
+    rows = []
+    for i, doc in enumerate(docs):
+        rows += [doc] + ([''] if i % 3 == 0 else [' \n'] if i % 5 == 0 else [])
+    (tmp_path / 'rows.jsonl').write_text(''.join(json.dumps({'text': r}) + '\n' for r in rows))
+    out = run('prepare_owt.py', f'--input_file={tmp_path / "rows.jsonl"}', '--skip_pile', '--val_fraction=0.1',
+              f'--out_dir={tmp_path / "data"}').stdout
+    assert f'left out {len(rows) - len(docs)} rows' in out, out
+    enc = tiktoken.get_encoding('gpt2')
+    written = sum((split_documents(np.fromfile(tmp_path / 'data' / f'{split}.bin', dtype=np.uint16), enc.eot_token)
+                   for split in ('train', 'val')), [])
+    assert sorted(written) == sorted(enc.encode_ordinary(d) + [enc.eot_token] for d in docs)
 
 
 def test_a_reproduction_on_a_slice_of_the_stories_says_so(data_dir, tmp_path, capsys):

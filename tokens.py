@@ -248,11 +248,27 @@ def same_tokenizer(a, b):
         return True
     if a.get('kind') != b.get('kind'):
         return encodes_alike(a, b)
-    if a['kind'] == 'sentencepiece':
-        return torch.equal(torch.as_tensor(a['model']), torch.as_tensor(b['model']))
+    if a['kind'] == 'sentencepiece':  # the same bytes, or the same pieces: a model trained again on the same
+        # text records its own input paths and options beside them, so its bytes differ
+        return torch.equal(torch.as_tensor(a['model']), torch.as_tensor(b['model'])) or same_pieces(a, b)
     if a['kind'] == 'hf':  # the same vocabulary and merges, however the JSON was laid out
         return json.loads(a['json']).get('model') == json.loads(b['json']).get('model')
     return a.get('name') == b.get('name')
+
+
+def same_pieces(a, b):
+    """Whether two SentencePiece references hold the same pieces, each with its score and type, and encode
+    every text of PROBES to the same ids; False when either cannot be loaded."""
+    import sentencepiece as spm
+    try:
+        a, b = (spm.SentencePieceProcessor(model_proto=torch.as_tensor(r['model']).numpy().tobytes()) for r in (a, b))
+    except RuntimeError:
+        return False
+
+    def pieces(sp):
+        return [(sp.id_to_piece(i), sp.get_score(i), sp.is_control(i), sp.is_unknown(i), sp.is_unused(i),
+                 sp.is_byte(i)) for i in range(sp.get_piece_size())]
+    return pieces(a) == pieces(b) and all(a.encode(text) == b.encode(text) for text in PROBES)
 
 
 def other_tokens(data_dir, ckpt, who):
