@@ -140,11 +140,9 @@ def load_model():
 def check_tokenizer(ref, meta):
     """The data must be in the model's own tokens: GPT-2's BPE for GPT-2, a tokenizer that encodes as the
     model's own does for an HF model (tokens.same_tokenizer). A TinyStories checkpoint (SentencePiece)
-    is refused; its HF export, whose tokenizer.json encodes as the run's SentencePiece model, is not."""
+    is refused (checked before the data: see check_model_tokenizer); its HF export, whose tokenizer.json
+    encodes as the run's SentencePiece model, is not."""
     kind = (ref or {}).get('kind')
-    if kind not in ('tiktoken', 'hf'):
-        fail(f"cannot evaluate a model with a {kind} tokenizer: evaluate.py scores OpenWebText in GPT-2's or "
-             f"an HF model's own tokens (diagnose.py scores any checkpoint on its own data)")
     if not meta:
         print(f"note: {data_dir} has no meta.json, so its tokens are taken to be GPT-2's, unchecked")
     data_kind = meta.get('tokenizer', 'tiktoken')  # prepare_owt.py's GPT-2 data
@@ -159,6 +157,15 @@ def check_tokenizer(ref, meta):
     fail(f"cannot evaluate: {data_dir} holds {theirs} tokens, not the model's own ({kind or 'unknown'} "
          f"tokenizer): prepare the data with `python prepare_owt.py --tokenizer=<the model>`, or pass the "
          f"matching --data_dir")
+
+
+def check_model_tokenizer(ref):
+    """A model evaluate.py can score: one in GPT-2's tokens or an HF tokenizer's, not a TinyStories run's
+    SentencePiece vocabulary (said before anything about the data, which could not help)."""
+    kind = (ref or {}).get('kind')
+    if kind not in ('tiktoken', 'hf'):
+        fail(f"cannot evaluate a model with a {kind} tokenizer: evaluate.py scores OpenWebText in GPT-2's or "
+             f"an HF model's own tokens (diagnose.py scores any checkpoint on its own data)")
 
 
 def open_set(split):
@@ -212,6 +219,8 @@ def mean_ce(model, data, n_chunks, chunk_len, name):
     return (total * batch_size / n_chunks).item()
 
 
+model, protocol, tokenizer = load_model()
+check_model_tokenizer(tokenizer)
 if os.path.isfile(data_dir):
     fail(f"data_dir={data_dir} is a file, not a data folder: pass --data_dir=<the folder prepare_owt.py wrote>")
 if not os.path.isdir(data_dir):
@@ -230,7 +239,6 @@ try:
 except ValueError as e:
     fail(f"cannot evaluate: {e}: prepare the data again with `python {prepare_command(data_dir)}`")
 sets = {key: open_set(split) for key, _, split in present}
-model, protocol, tokenizer = load_model()
 check_tokenizer(tokenizer, meta)
 # The paper scores 1024-token chunks; a model with a shorter context gets chunks of its block_size.
 chunk_len = min(1024, model.config.block_size)

@@ -278,6 +278,10 @@ def check_outputs(args, path):
     hf_dir = args.export_hf
     if hf_dir is not None:
         from hf import export_source, is_export
+        run_dir = os.path.dirname(os.path.abspath(path))
+        if not os.path.relpath(run_dir, os.path.abspath(hf_dir)).startswith('..'):  # the run's folder, or above it
+            fail(f"export_hf={hf_dir} holds the checkpoint being exported ({path}), and an export replaces its "
+                 f"folder whole: name a new folder for it, e.g. --export_hf={run_dir.rstrip(os.sep)}_hf")
         inside = os.path.relpath(os.path.abspath(out), os.path.abspath(hf_dir))
         if not inside.startswith('..'):  # the export replaces its folder whole
             fail(f"out={out} lies inside export_hf={hf_dir}, which the export replaces: name a file outside it, "

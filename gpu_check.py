@@ -400,10 +400,15 @@ def main():
     if os.path.isfile(f'{root}/report.json'):
         try:
             with open(f'{root}/report.json') as f:
-                previous = {r['step']: r for r in json.load(f)['steps']}
+                report = json.load(f)
+            previous = {r['step']: r for r in report['steps']}
+            earlier = report['environment']['device']
         except (ValueError, KeyError, TypeError, UnicodeDecodeError):
             fail(f"{root}/report.json is not a report of gpu_check.py, and gpu_check.py writes only over its "
                  f"own: choose a new or empty --out_dir")
+        if earlier != env['device']:  # e.g. the kept report of a GPU, and a toy run on the CPU
+            fail(f"{root} holds the report of a check on {earlier}, and this one runs on {env['device']}: a report "
+                 f"holds one device's results, so choose another --out_dir")
     if not only:
         previous = {}
     for name in chosen:  # a step reads what an earlier one wrote: that one runs now, or ran here before

@@ -642,7 +642,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('tokens fewer than meta.json records', 'train.py', [*T, '--data_dir={root}/shorttrain'],
      'but meta.json records', None),
     ('a damaged tokenizer in meta\'s folder', 'train.py', [*T, '--data_dir={root}/badspm'],
-     'is not a SentencePiece model', None),
+     'cannot be read without it: remove', None),
     ('GPT-2 fine-tuned on SentencePiece tokens', 'train.py', [*T, *GPT2_HF], 'tokens of another tokenizer than', None),
     ('sample: a checkpoint carrying a damaged tokenizer', 'sample.py', ['--out_dir={root}/badtok', '--device=cpu'],
      'damaged SentencePiece tokenizer', None),
@@ -957,6 +957,33 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'holds the folders of other runs or data (ts)', None),
     ('reproduce: --stop_iter after --, which leaves every run unfinished', 'reproduce.py',
      ['--out_root={root}/rp', '--', '--stop_iter=4'], 'would leave every run unfinished', None),
+    # twenty-fifth sweep
+    ('a resume of a folder without a run, with a longer schedule', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/no_such_run', '--max_iters=48', '--lr_decay_iters=48'],
+     'cannot resume: no checkpoint at', None),
+    ("a resume of a run's log without its checkpoint, with a longer schedule", 'train.py',
+     ['--init_from=resume', '--out_dir={root}/logonly', '--max_iters=60', '--warmup_iters=8'],
+     'cannot resume: no checkpoint at', None),
+    ("fold: the export into the run's own folder", 'fold.py', ['--out_dir={root}/trun', '--export_hf={root}/trun'],
+     'holds the checkpoint being exported', None),
+    ("fold: the export into the folder above the run", 'fold.py', ['--out_dir={root}/trun', '--export_hf={root}',
+                                                                  '--out=ckpt_folded_2.pt'],
+     'holds the checkpoint being exported', None),
+    ('prepare_owt: two files apart by a comma', 'prepare_owt.py',
+     ['--input_file={shared}/openwebtext/sample.jsonl,{root}/pile_1024.jsonl', '--out_dir={root}/o7'],
+     'names 2 files apart by commas, and input_file takes one', None),
+    ('prepare_tinystories: stories apart by blank lines, with <|endoftext|> lines added', 'prepare_tinystories.py',
+     ['--input_file={root}/mixed_sep.txt', '--vocab_size=512', '--out_dir={root}/mixprep'],
+     'separates stories by <|endoftext|> lines, but has', None),
+    ('prepare_tinystories: a folder whose tokenizer was damaged, and its token files whole', 'prepare_tinystories.py',
+     ['--input_file={shared}/tinystories/train_sample.txt', '--val_file={shared}/tinystories/valid_sample.txt',
+      '--vocab_size=512', '--out_dir={root}/badspm'], 'tokenizer.model is not a SentencePiece model (cut short', None),
+    ('evaluate: a TinyStories run, without a data folder', 'evaluate.py', ['--out_dir={root}/run', '--device=cpu'],
+     'cannot evaluate a model with a sentencepiece tokenizer', None),
+    ("gpu_check: a rerun of one step on the CPU into a GPU's report", 'gpu_check.py',
+     ['--device=cpu', '--only=data', '--out_dir={root}/gc_h100'], 'holds the report of a check on NVIDIA H100', None),
+    ("gpu_check: a CPU check into a GPU's report", 'gpu_check.py', ['--device=cpu', '--out_dir={root}/gc_h100'],
+     'and this one runs on cpu', None),
 ]
 
 
@@ -1394,6 +1421,11 @@ def make_workspace(root, data_dir):
     open(f'{root}/gzrun/old.pt.xz', 'wb').write(lzma.compress(raw))
     open(f'{root}/llama_lfs/model.safetensors', 'w').write('version https://git-lfs.github.com/spec/v1\n'
                                                            'oid sha256:' + '0' * 64 + '\nsize 1234567\n')
+    lines = open(SHARED / 'tinystories' / 'train_sample.txt').read().splitlines(keepends=True)[:3000]
+    open(f'{root}/mixed_sep.txt', 'w').write(''.join(lines) + '\n<|endoftext|>\nOne more story.\n<|endoftext|>\n')
+    os.makedirs(f'{root}/gc_h100')  # the kept report of a check on a GPU
+    json.dump(dict(environment=dict(torch='2.11.0', python='3.12.3', device='NVIDIA H100 80GB HBM3'),
+                   steps=[dict(step='data', ok=True, seconds=4.0, peak_gb=None)]), open(f'{root}/gc_h100/report.json', 'w'))
 
 
 def run_case(case, root, data_dir, servers=None):

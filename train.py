@@ -405,9 +405,9 @@ def folding():
 out_dir_lock = None
 if rank == 0 and not memory_plan and not eval_only:
     hold_out_dir(probe=True)
-check_config()
-if init_from == 'resume' and not memory_plan:
+if init_from == 'resume' and not memory_plan:  # first: without the run's checkpoint its config is the defaults
     check_resumable()
+check_config()
 if rank == 0 and not memory_plan:  # allowed, but said: settings that have no effect, or an odd schedule
     defaults = {k: v.default for k, v in TRAIN_FLAGS.items()}
     no_start = taper == 'none' and aux_loss != 'fixed'  # nothing starts at taper_start (s_tgt does, with 'fixed')
@@ -634,7 +634,8 @@ try:
 except (OSError, KeyError, ValueError) as e:
     fail(f"{data_dir} lacks its tokenizer ({e}): prepare the data again with `python {prepare_cmd}`"
          if isinstance(e, (OSError, KeyError)) else f"{data_dir}'s tokenizer is not the one meta.json describes "
-         f"({e}): prepare the data again with `python {prepare_cmd}`")
+         f"({e}), and its tokens cannot be read without it: remove {data_dir}, then prepare it again with "
+         f"`python {prepare_cmd}`")
 if tokenizer is None and master and not memory_plan:
     print(f"note: {data_dir} has no meta.json naming its tokenizer, so the checkpoints will name none and "
           f"sample.py will not decode them (the prepare scripts write one)")
