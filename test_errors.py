@@ -401,8 +401,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('bench: width not divisible by heads', 'bench.py', ['--device=cpu', '--n_embd=66'], 'not divisible by n_head=16', None),
     ('evaluate: max_chunks below batch_size', 'evaluate.py', ['--out_dir={root}/run', '--max_chunks=2'],
      'max_chunks=2 is below batch_size=8', None),
-    ('evaluate: missing data folder', 'evaluate.py', ['--out_dir={root}/run', '--data_dir={root}/nodata', '--device=cpu'],
-     'no folder', None),
+    ('evaluate: missing data folder', 'evaluate.py', ['--init_from={root}/hf', '--data_dir={root}/nodata', '--device=cpu'],
+     'no folder', OFFLINE),
     ('evaluate: GPT-2 on TinyStories tokens', 'evaluate.py', ['--init_from={root}/hf', '--data_dir={data}', '--device=cpu'],
      'holds sentencepiece tokens', QUIET),
     ('fold: no out_dir', 'fold.py', [], 'fold.py needs --out_dir', None),
@@ -1169,6 +1169,8 @@ def make_workspace(root, data_dir):
     shutil.copytree(data_dir, f'{root}/wide16')  # uint32 tokens where meta.json says uint16
     wide = np.fromfile(f'{data_dir}/train.bin', dtype=np.uint16)
     wide[:len(wide) // 2].astype(np.uint32).tofile(f'{root}/wide16/train.bin')
+    meta = json.load(open(f'{root}/wide16/meta.json'))  # the file's size as meta.json counts it, in uint16 ids
+    json.dump(meta | {'train_tokens': len(wide) // 2 * 2}, open(f'{root}/wide16/meta.json', 'w'))
     shutil.copytree(data_dir, f'{root}/badspm')
     open(f'{root}/badspm/tokenizer.model', 'wb').write(b'not a sentencepiece model')
     shutil.copytree(data_dir, f'{root}/shorttrain')
