@@ -11,7 +11,8 @@ the fine-tuning data of another HF model (SmolLM2, TinyLlama, Llama-2/3) in that
 
 Writes out_dir/{train.bin, val.bin, pile.bin, pile_filtered.bin, meta.json}, out_dir defaulting to
 data/openwebtext. Every stage is skipped when its output exists, so an interrupted run picks up where it
-stopped; a folder prepared in other tokens, or from another --input_file or --val_fraction, is refused.
+stopped; a folder prepared in other tokens, or from another --input_file or --val_fraction, is refused,
+and so is one whose --input_file changed since (meta.json records its sha256; a copy elsewhere is the same).
 Each document is encoded as tokens + <|endoftext|> (50256) and the documents are concatenated;
 train.py samples its windows from that stream. The Pile rows are 1024-token chunks written back to back
 as they are. tiktoken downloads its GPT-2 files once; set TIKTOKEN_CACHE_DIR to use a local copy.
@@ -43,7 +44,7 @@ from datasets import load_dataset
 from tqdm import tqdm
 
 from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks
-from tokens import check_data_out_dir, dtype_for, gpt2_encoding, read_meta, stale_token_files
+from tokens import check_data_out_dir, dtype_for, file_sha256, gpt2_encoding, read_meta, stale_token_files
 
 OWT_NAME = "openwebtext"
 PILE_NAMES = {  # out_dir/<key>.bin <- the Hub dataset
@@ -255,6 +256,15 @@ def check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, input_file, v
                          f"--out_dir, or remove {out_dir} to prepare it again")
     # Without --input_file a later run may add the Pile sets to a folder whose documents came from a file.
     source = meta.get("source")
+    held = meta.get("source_sha256")  # the text's bytes, recorded since this check
+    if input_file is not None and isinstance(source, str) and isinstance(held, str):
+        now = file_sha256(input_file)
+        if same_name(source, input_file) and now != held:
+            raise SystemExit(f"{input_file} changed since {out_dir} was prepared from it (meta.json records its "
+                             f"sha256), so the folder holds the tokens of the old documents: remove {out_dir} to "
+                             f"prepare it again, or choose another --out_dir")
+        if now == held:  # the same documents, wherever the file is now
+            source = input_file
     if input_file is not None and isinstance(source, str) and not same_name(source, input_file):
         raise SystemExit(f"{out_dir} already holds data prepared from {source}, not {input_file}: choose "
                          f"another --out_dir, or remove {out_dir} to prepare it again")
@@ -386,6 +396,8 @@ def main(argv=None):
             meta["source"] = args.input_file or OWT_NAME
         if "train" in written:
             meta["val_fraction"] = args.val_fraction
+            if args.input_file:
+                meta["source_sha256"] = file_sha256(args.input_file)
         meta |= {f"{name}_source": source for name, source in sources.items()}
         with open(meta_file, "w") as f:
             json.dump(meta, f, indent=2)

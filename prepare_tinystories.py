@@ -12,7 +12,6 @@ picks up where it stopped; a folder prepared with another --vocab_size or from o
 Each story is encoded as BOS + tokens and the stories are concatenated; train.py samples its windows
 from that stream.
 """
-import hashlib
 import json
 import math
 import os
@@ -33,7 +32,7 @@ from datasets import load_dataset
 from tqdm import tqdm
 
 from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks
-from tokens import check_data_out_dir, read_meta, stale_token_files
+from tokens import check_data_out_dir, file_sha256, read_meta, stale_token_files
 
 HF_NAME = "roneneldan/TinyStories"
 DTYPE = np.dtype(np.uint16)  # --vocab_size stays below 65536; meta.json names it for tokens.py
@@ -150,11 +149,6 @@ def holds_text(path, chunk=1 << 20):
             if not block.isspace():
                 return True
     return False
-
-
-def file_sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def longest_block(path, limit=16 << 20, eot=False):
@@ -281,8 +275,23 @@ def same_file(stored, given):
     return os.path.basename(stored) == os.path.basename(given)
 
 
+def changed_text(out_dir, flag_name, recorded, hashes, given):
+    """Whether the text files given now hold the bytes meta.json recorded (hashes, one sha256 each, of
+    the paths recorded): True when they do, wherever they are now; a refusal when one of them is the
+    file recorded, changed since; False when the folder recorded no hashes or other files."""
+    if not (isinstance(hashes, list) and len(hashes) == len(recorded) == len(given)):
+        return False
+    now = [file_sha256(path) for path in given]
+    for was, path, old, new in zip(recorded, given, hashes, now):
+        if same_file(was, path) and old != new:
+            raise SystemExit(f"{path} changed since {out_dir} was prepared from it (meta.json records its sha256), so "
+                             f"the folder holds the tokens of the old text: remove {out_dir} to prepare it again, or "
+                             f"choose another --{flag_name}")
+    return now == hashes
+
+
 def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_file, meta_file,
-                   flag_name="out_dir", max_stories=None):
+                   flag_name="out_dir", max_stories=None, vocab_docs=None):
     """Refuse, before anything is written, a folder that already holds data prepared otherwise: every
     stage whose output exists is skipped, so it would be kept under the new flags."""
     ours = {"tokenizer.model", "tokenizer.vocab", "tokenizer_train.txt", "train.bin", "val.bin", "meta.json"}
@@ -336,12 +345,16 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
     if vocab_size is not None and held is not None and held != vocab_size:
         raise SystemExit(f"{out_dir} already holds a {held}-piece vocabulary, not --vocab_size={vocab_size}: "
                          f"choose another --{flag_name}, or remove {out_dir} to prepare it again")
+    if vocab_docs is not None and meta.get("vocab_docs") not in (None, vocab_docs):  # recorded since this check
+        raise SystemExit(f"{out_dir} already holds a vocabulary learned from --vocab_docs={meta['vocab_docs']} stories, "
+                         f"not {vocab_docs}: choose another --{flag_name}, or remove {out_dir} to prepare it again")
     stored = meta.get("source")
     if isinstance(stored, str):
         now = ",".join(source) if source else HF_NAME
         parts = stored.split(",")
         same = (stored == now if source is None or stored == HF_NAME else
-                len(parts) == len(source) and all(same_file(s, g) for s, g in zip(parts, source)))
+                changed_text(out_dir, flag_name, parts, meta.get("source_sha256"), list(source))
+                or len(parts) == len(source) and all(same_file(s, g) for s, g in zip(parts, source)))
         if not same:
             raise SystemExit(f"{out_dir} already holds data prepared from {stored}, not {now}: choose another "
                              f"--{flag_name}, or remove {out_dir} to prepare it again")
@@ -355,7 +368,8 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
               f"to prepare it again")
     if source and ("val_file" in meta or "val_fraction" in meta):  # recorded since this check
         held_file, held_fraction = meta.get("val_file"), meta.get("val_fraction")
-        same = (same_file(str(held_file), val_file) if held_file and val_file else
+        same = (changed_text(out_dir, flag_name, [str(held_file)], [meta.get("val_file_sha256")], [val_file])
+                or same_file(str(held_file), val_file) if held_file and val_file else
                 held_file is None and val_file is None and held_fraction == val_fraction)
         if not same:
             held = f"--val_file={held_file}" if held_file else f"--val_fraction={held_fraction}"
@@ -381,7 +395,7 @@ def main(argv=None):
     lock = FolderLock(out_dir, "prepare_tinystories.py")  # one prepare at a time in out_dir
     # Everything is checked, and the text loaded, before the first file is written.
     check_prepared(out_dir, args.input_file, args.val_file, args.val_fraction, args.vocab_size, model_file,
-                   meta_file, max_stories=args.max_stories)
+                   meta_file, max_stories=args.max_stories, vocab_docs=args.vocab_docs)
 
     stale = stale_token_files(out_dir, bin_files, DTYPE.itemsize)
     try:
@@ -436,8 +450,10 @@ def main(argv=None):
             "source": ",".join(args.input_file) if args.input_file else HF_NAME, "max_stories": args.max_stories,
             "tokenizer_sha256": file_sha256(model_file),
         }
-        if args.input_file:  # how val.bin was split off, for the check of a later run into this folder
-            meta |= {"val_file": args.val_file} if args.val_file else {"val_fraction": args.val_fraction}
+        if args.input_file:  # the text's bytes, and how val.bin was split off, for a later run into this folder
+            meta |= {"source_sha256": [file_sha256(path) for path in args.input_file], "vocab_docs": args.vocab_docs}
+            meta |= ({"val_file": args.val_file, "val_file_sha256": file_sha256(args.val_file)} if args.val_file
+                     else {"val_fraction": args.val_fraction})
         try:
             with open(meta_file + ".tmp", "w") as f:
                 json.dump(meta, f, indent=2)

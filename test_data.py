@@ -336,6 +336,39 @@ def test_a_folder_prepared_before_meta_json_recorded_its_val_split_says_it_is_ke
     assert digest == {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in tmp_path.rglob('*') if f.is_file()}
 
 
+def test_a_prepare_run_again_knows_its_text_by_its_bytes(tmp_path):
+    """meta.json records the sha256 of the text a folder was prepared from: a prepare run again after
+    that file changed (a story appended) is refused, rather than skipping every stage and keeping the
+    tokens of the old text; a byte-identical copy of the text elsewhere is the folder's own; and a
+    vocabulary learned from another --vocab_docs is refused, as --max_stories is. Both prepare scripts."""
+    import hashlib
+    require_shared()
+    (tmp_path / 'stories.txt').write_text((SHARED / 'tinystories' / 'train_sample.txt').read_text()[:60_000])
+    (tmp_path / 'docs.jsonl').write_text(''.join(open(SHARED / 'openwebtext' / 'sample.jsonl').readlines()[:40]))
+    for name in ('stories.txt', 'docs.jsonl'):
+        (tmp_path / f'copy_{name}').write_bytes((tmp_path / name).read_bytes())
+    stories = ['prepare_tinystories.py', '--vocab_size=400', f'--out_dir={tmp_path / "ts"}']
+    owt = ['prepare_owt.py', '--skip_pile', '--val_fraction=0.1', f'--out_dir={tmp_path / "owt"}']
+    run(*stories, f'--input_file={tmp_path / "stories.txt"}')
+    run(*owt, f'--input_file={tmp_path / "docs.jsonl"}')
+    def digest():  # every file but the two texts, appended to below
+        return {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in tmp_path.rglob('*')
+                if f.is_file() and f.name not in ('stories.txt', 'docs.jsonl')}
+    before = digest()
+    for command, name in ((stories, 'stories.txt'), (owt, 'docs.jsonl')):
+        assert 'load: skipped' in run(*command, f'--input_file={tmp_path / f"copy_{name}"}').stdout
+    refused = run(*stories, f'--input_file={tmp_path / "stories.txt"}', '--vocab_docs=50', check=False)
+    assert refused.returncode == 1 and 'learned from --vocab_docs=200000 stories, not 50' in refused.stderr
+    with open(tmp_path / 'stories.txt', 'a') as f:
+        f.write('\n\nOne more story, appended after the folder was prepared.\n')
+    with open(tmp_path / 'docs.jsonl', 'a') as f:
+        f.write(json.dumps({'text': 'One more document.'}) + '\n')
+    for command, name in ((stories, 'stories.txt'), (owt, 'docs.jsonl')):
+        proc = run(*command, f'--input_file={tmp_path / name}', check=False)
+        assert proc.returncode == 1 and f'{tmp_path / name} changed since' in proc.stderr, proc.stderr
+    assert digest() == before
+
+
 def test_prepare_owt_leaves_out_rows_without_text(tmp_path):
     """A scraper's rows whose text is empty or blank would each be a lone end-of-text token: prepare_owt.py
     leaves them out, says how many, and writes every other document as tiktoken's GPT-2 encoding of
@@ -378,7 +411,8 @@ def test_a_reproduction_keeps_runs_of_a_copied_data_folder_and_results_of_its_ow
     of that folder elsewhere (the same meta.json: source, token counts, tokenizer hash) is the same
     data, and a folder prepared otherwise is not. Its results.json replaces only its own: an --assets
     folder holding another reproduction's (other seeds, settings or train.py arguments; the committed
-    assets/ hold a full one) is refused up front."""
+    assets/ hold a full one) is refused up front, while the same reproduction grown by a setting or a
+    seed replaces its own."""
     import shutil
     import reproduce
     from configurator import parse_flags
@@ -397,6 +431,10 @@ def test_a_reproduction_keeps_runs_of_a_copied_data_folder_and_results_of_its_ow
     (assets / 'results.json').write_text(json.dumps(dict(seeds=list(full.seeds), settings={s: {} for s in full.settings},
                                                          train_args=[])))
     assert reproduce.earlier_results(str(assets), full, []) is None  # the same reproduction, run again
+    grown = parse_flags(reproduce.FLAGS, ['--seeds=1337,1338,1339,1340', f"--settings={','.join(full.settings)},dyt"])
+    assert reproduce.earlier_results(str(assets), grown, []) is None  # grown by a setting and a seed, as docs say
+    fewer = parse_flags(reproduce.FLAGS, ['--seeds=1337,1338', f"--settings={','.join(full.settings)},dyt"])
+    assert reproduce.earlier_results(str(assets), fewer, []).startswith(f'--assets={assets} holds the results of')
     smoke = parse_flags(reproduce.FLAGS, ['--seeds=1', '--settings=baseline,internal'])
     said = reproduce.earlier_results(str(assets), smoke, ['--max_iters=8'])
     assert said.startswith(f'--assets={assets} holds the results of another reproduction (seeds 1337,1338,1339, '

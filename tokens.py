@@ -205,6 +205,12 @@ def open_tokens(data_dir, split):
     return tokens
 
 
+def file_sha256(path):
+    """The sha256 of a file's bytes, read in chunks."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def data_tokenizer(data_dir, meta, arch=None):
     """The tokenizer reference of a prepared data folder (its meta.json read as meta): what sample.py
     needs to decode its tokens, stored in every checkpoint of a run trained on it."""
