@@ -266,6 +266,12 @@ def check_outputs(args, path):
     if os.path.exists(out) and not same_path(folded_from(out), path) and not copy_of(out, path):
         fail(f"{out} holds a model folded from {folded_from(out)}, not from {path}, so fold.py will not replace it: "
              f"name a new file with --out, e.g. --out={unused(args.out_dir)}")
+    out_folder = os.path.dirname(os.path.abspath(out))
+    if not same_path(out_folder, os.path.dirname(os.path.abspath(path))) and \
+            os.path.isfile(os.path.join(out_folder, 'ckpt.pt')):  # sample.py --out_dir=<it> would take it for its run's
+        fail(f"out={args.out} lies in {out_folder}, the folder of another run (it holds ckpt.pt), where the folded "
+             f"{path} would pass for that run's own: name a file beside it, e.g. --out={unused(args.out_dir)}, or in "
+             f"a folder that holds no run")
     ending = os.path.splitext(args.out)[1].lower()
     if ending and ending not in ('.pt', '.pth', '.ckpt'):  # .safetensors, .bin, .json: another program's format
         fail(f"out={args.out} ends in {ending}, but fold.py writes a PyTorch checkpoint (torch.save, read by sample.py "

@@ -372,10 +372,14 @@ def main(argv=None):
     rows = []  # every row planned before the table starts: a refused config leaves no half table
     for path in files:
         config = hf_shaped(checked(resolve([path, *flags]), path), [path, *flags])
+        try:  # each file's own batch: the check above read the files layered
+            _, micro = split_batch(config, nproc)
+        except ValueError as e:
+            raise SystemExit(f"{path}: {e}") from None
         p = plan(config, nproc)
         state = p['weights'] + p['gradients'] + p['adamw'] + p.get('fsdp_gathered', 0) + p['weight_copies']
         fits = p['total'] <= FIT_FRACTION * gpu_gb * GB
-        rows.append(f"| `{path}` | {p['params'] / 1e6:,.0f}M | {config['batch_size']} x {config['block_size']} "
+        rows.append(f"| `{path}` | {p['params'] / 1e6:,.0f}M | {micro} x {config['block_size']} "
                     f"| {'yes' if config['grad_checkpoint'] else 'no'} | {state / GB:.1f} GB "
                     f"| {(p['activations'] + p['logits_transient']) / GB:.1f} GB | {p['total'] / GB:.1f} GB "
                     f"| {'fits' if fits else 'does not fit'} ({p['total'] / (gpu_gb * GB):.0%}) |")

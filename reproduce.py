@@ -297,8 +297,8 @@ def extra_flags(name, train_args):
 def earlier_results(assets, args, train_args):
     """One sentence when the folder assets holds the results.json of another reproduction (other seeds,
     settings or train.py arguments), which this one would replace: the committed assets/ hold a full
-    one, and a smoke test with --assets=assets must not take its place. The same reproduction run again
-    replaces its own."""
+    one, and a smoke test with --assets=assets must not take its place. The same reproduction run again,
+    or with settings or seeds added (as docs/reproduction.md grows one), replaces its own."""
     try:
         with open(os.path.join(assets, 'results.json')) as f:
             held = json.load(f)
@@ -306,8 +306,8 @@ def earlier_results(assets, args, train_args):
     except (OSError, ValueError, KeyError, TypeError):
         return None  # none there, or not a results.json of this script: figures and tables are written beside
     now = (list(args.seeds), sorted(args.settings), list(train_args))
-    if had == now:
-        return None
+    if had[2] == now[2] and set(had[0]) <= set(now[0]) and set(had[1]) <= set(now[1]):
+        return None  # itself again, or grown by settings or seeds: its results then hold the earlier ones
     said = lambda seeds, settings, extra: (f"seeds {','.join(map(str, seeds))}, {len(settings)} settings, "
                                            + (f"train.py {' '.join(extra)}" if extra else "the default schedule"))
     return (f"--assets={assets} holds the results of another reproduction ({said(*had)}), which this one "

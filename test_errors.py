@@ -984,6 +984,12 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      ['--device=cpu', '--only=data', '--out_dir={root}/gc_h100'], 'holds the report of a check on NVIDIA H100', None),
     ("gpu_check: a CPU check into a GPU's report", 'gpu_check.py', ['--device=cpu', '--out_dir={root}/gc_h100'],
      'and this one runs on cpu', None),
+    # twenty-sixth sweep
+    ('memory: a summary whose one config splits over no rank count the others do', 'memory.py',
+     ['--summary', 'config/finetune_gpt2_m_alltaper.py', 'config/finetune_gpt2_s_alltaper.py', '--nproc=8', '--fsdp=True'],
+     'config/finetune_gpt2_m_alltaper.py: 8 ranks cannot split the global batch', None),
+    ("fold: the folded checkpoint into another run's folder", 'fold.py', ['--out_dir={root}/trun', '--out={root}/run/mine.pt'],
+     'the folder of another run (it holds ckpt.pt)', None),
 ]
 
 

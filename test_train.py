@@ -225,7 +225,8 @@ def test_checkpoint_loader_refuses_in_one_sentence(data_dir, tmp_path):
 
 def test_settings_the_run_never_reads_are_said(data_dir, tmp_path):
     """A flag whose setting this run ignores (the W&B project without --wandb_log, a FakeLN setting without
-    --fakeln) is named in a note, not dropped without a word; a run that uses them gets none."""
+    --fakeln, --compile under TORCHDYNAMO_DISABLE=1) is named in a note, not dropped without a word; a run
+    that uses them gets none."""
     args = [*TINY, f'--data_dir={data_dir}', '--eval_only']
     out = run('train.py', *args, f'--out_dir={tmp_path / "a"}', '--wandb_project=mine', '--fakeln_sigma=pretrained').stdout
     assert "note: fakeln_sigma='pretrained', wandb_project='mine' has no effect in this run" in out
@@ -236,6 +237,8 @@ def test_settings_the_run_never_reads_are_said(data_dir, tmp_path):
     short = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "c"}', '--max_iters=12',
                 '--taper_end=10', '--eval_interval=12').stdout  # lr_decay_iters stays at 40: the decay is cut short
     assert 'note: the cosine decay runs to lr_decay_iters=40, past max_iters=12' in short
+    off = run('train.py', *args, f'--out_dir={tmp_path / "e"}', '--compile=True', env={'TORCHDYNAMO_DISABLE': '1'}).stdout
+    assert 'note: --compile=True has no effect: TORCHDYNAMO_DISABLE=1 in the environment' in off
 
 
 def test_resume_drops_a_torn_last_log_line_with_a_warning(data_dir, tmp_path):
