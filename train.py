@@ -802,26 +802,31 @@ elif init_from == 'resume':
     iter_num = last_saved = checkpoint['iter_num']
     changed = {k: (v, config[k]) for k, v in checkpoint['config'].items()
                if k in config and v != config[k] and k not in PER_INVOCATION}
+
+    def said(k):
+        """'k old -> new', naming the config file that set new when no flag did."""
+        by_file = f" (set by {', '.join(files)}, which a resume does not need)" if files and k not in flagged else ''
+        return f"{k} {changed[k][0]!r} -> {changed[k][1]!r}{by_file}"
     fixed = [k for k in ('seed', 'data_layout', 'mask_eot_targets') if k in changed]
     if fixed:
         k = fixed[0]
-        fail(f"cannot resume: {k} {changed[k][0]!r} -> {changed[k][1]!r} would change the data (or weights) the run "
+        fail(f"cannot resume: {said(k)} would change the data (or weights) the run "
              f"in progress was drawn from: a resume keeps the run's {k}; start a new run for another one")
     if 'taper_start' in changed and needs_start and (model.started or config['taper_start'] < iter_num):
-        fail(f"cannot resume: taper_start {changed['taper_start'][0]!r} -> {changed['taper_start'][1]!r} at iter "
+        fail(f"cannot resume: {said('taper_start')} at iter "
              f"{iter_num}: " + ("the taper has started, and c, gammatilde and s_tgt are calibrated" if model.started
                                 else "the new start lies before the checkpoint") + "; a reschedule may move "
              "taper_end, or a taper_start still ahead of the run")
     if ('taper_end' in changed and taper != 'none' and changed['taper_end'][0] <= iter_num < config['taper_end']):
-        fail(f"cannot resume: taper_end {changed['taper_end'][0]!r} -> {changed['taper_end'][1]!r} at iter {iter_num}, "
+        fail(f"cannot resume: {said('taper_end')} at iter {iter_num}, "
              f"after the taper ended, would bring the gate back up from 0 to {get_gate(iter_num):.2f}: keep "
              f"taper_end={changed['taper_end'][0]}, or start a new run for another schedule")
     if ('taper_end' in changed and taper != 'none' and changed['taper_end'][0] > iter_num >= config['taper_end']):
-        fail(f"cannot resume: taper_end {changed['taper_end'][0]!r} -> {changed['taper_end'][1]!r} at iter {iter_num}, "
+        fail(f"cannot resume: {said('taper_end')} at iter {iter_num}, "
              f"mid-taper, would drop the gate to 0 at once: choose a taper_end after iter {iter_num}")
     moved = [k for k in SCHEDULE if k in changed and (fakeln if k.startswith('fakeln') else needs_start)]
     if moved and not reschedule:
-        fail(f"cannot resume: {', '.join(f'{k} {changed[k][0]!r} -> {changed[k][1]!r}' for k in moved)} changes "
+        fail(f"cannot resume: {', '.join(said(k) for k in moved)} changes "
              f"the schedule of the run in progress at iter {iter_num}; keep the checkpoint's values, or pass "
              f"--reschedule to follow the new schedule from iter {iter_num} on")
     if not eval_only and iter_num >= end_iter:
