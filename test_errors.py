@@ -990,6 +990,9 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'config/finetune_gpt2_m_alltaper.py: 8 ranks cannot split the global batch', None),
     ("fold: the folded checkpoint into another run's folder", 'fold.py', ['--out_dir={root}/trun', '--out={root}/run/mine.pt'],
      'the folder of another run (it holds ckpt.pt)', None),
+    ('a resume given a config file whose taper_start the run has passed', 'train.py',
+     ['{root}/sets_taper.py', '--init_from=resume', '--out_dir={root}/half_jq'],
+     'sets_taper.py, which a resume does not need) at iter', None),
 ]
 
 
@@ -1431,6 +1434,7 @@ def make_workspace(root, data_dir):
                                                            'oid sha256:' + '0' * 64 + '\nsize 1234567\n')
     lines = open(SHARED / 'tinystories' / 'train_sample.txt').read().splitlines(keepends=True)[:3000]
     open(f'{root}/mixed_sep.txt', 'w').write(''.join(lines) + '\n<|endoftext|>\nOne more story.\n<|endoftext|>\n')
+    open(f'{root}/sets_taper.py', 'w').write('taper_start = 12\n')  # a config file of another schedule
     os.makedirs(f'{root}/gc_h100')  # the kept report of a check on a GPU
     json.dump(dict(environment=dict(torch='2.11.0', python='3.12.3', device='NVIDIA H100 80GB HBM3'),
                    steps=[dict(step='data', ok=True, seconds=4.0, peak_gb=None)]), open(f'{root}/gc_h100/report.json', 'w'))
