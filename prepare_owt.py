@@ -44,7 +44,7 @@ from datasets import load_dataset
 from tqdm import tqdm
 
 from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks
-from tokens import check_data_out_dir, dtype_for, file_sha256, gpt2_encoding, read_meta, stale_token_files
+from tokens import changed_since, check_data_out_dir, dtype_for, file_sha256, gpt2_encoding, read_meta, stale_token_files
 
 OWT_NAME = "openwebtext"
 PILE_NAMES = {  # out_dir/<key>.bin <- the Hub dataset
@@ -260,9 +260,7 @@ def check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, input_file, v
     if input_file is not None and isinstance(source, str) and isinstance(held, str):
         now = file_sha256(input_file)
         if same_name(source, input_file) and now != held:
-            raise SystemExit(f"{input_file} changed since {out_dir} was prepared from it (meta.json records its "
-                             f"sha256), so the folder holds the tokens of the old documents: remove {out_dir} to "
-                             f"prepare it again, or choose another --out_dir")
+            raise SystemExit(changed_since(input_file, out_dir))
         if now == held:  # the same documents, wherever the file is now
             source = input_file
     if input_file is not None and isinstance(source, str) and not same_name(source, input_file):

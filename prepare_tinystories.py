@@ -32,7 +32,7 @@ from datasets import load_dataset
 from tqdm import tqdm
 
 from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks
-from tokens import check_data_out_dir, file_sha256, read_meta, stale_token_files
+from tokens import changed_since, check_data_out_dir, file_sha256, read_meta, stale_token_files
 
 HF_NAME = "roneneldan/TinyStories"
 DTYPE = np.dtype(np.uint16)  # --vocab_size stays below 65536; meta.json names it for tokens.py
@@ -284,9 +284,7 @@ def changed_text(out_dir, flag_name, recorded, hashes, given):
     now = [file_sha256(path) for path in given]
     for was, path, old, new in zip(recorded, given, hashes, now):
         if same_file(was, path) and old != new:
-            raise SystemExit(f"{path} changed since {out_dir} was prepared from it (meta.json records its sha256), so "
-                             f"the folder holds the tokens of the old text: remove {out_dir} to prepare it again, or "
-                             f"choose another --{flag_name}")
+            raise SystemExit(changed_since(path, out_dir, flag_name))
     return now == hashes
 
 

@@ -211,6 +211,13 @@ def file_sha256(path):
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+def changed_since(path, out_dir, flag_name='out_dir'):
+    """The sentence for a text file that changed since out_dir was prepared from it (meta.json holds its
+    sha256): both prepare scripts would otherwise skip every stage and keep the old text's tokens."""
+    return (f"{path} changed since {out_dir} was prepared from it (meta.json records its sha256), so the folder "
+            f"holds the tokens of the old text: remove {out_dir} to prepare it again, or choose another --{flag_name}")
+
+
 def data_tokenizer(data_dir, meta, arch=None):
     """The tokenizer reference of a prepared data folder (its meta.json read as meta): what sample.py
     needs to decode its tokens, stored in every checkpoint of a run trained on it."""

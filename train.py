@@ -1091,8 +1091,8 @@ if master:
           f"{'bfloat16 autocast' if use_bf16 else 'float32'}; out_dir {out_dir} (the full config: config.json)")
 if compile:
     if os.environ.get('TORCHDYNAMO_DISABLE') == '1' and master:  # torch.compile then returns the model as it is
-        print(f"note: --compile=True has no effect: TORCHDYNAMO_DISABLE={os.environ.get('TORCHDYNAMO_DISABLE')} in the "
-              f"environment turns torch.compile off (unset it to compile)")
+        print("note: --compile=True has no effect: TORCHDYNAMO_DISABLE=1 in the environment turns torch.compile off "
+              "(unset it to compile)")
     model = torch.compile(model)
 if ddp and not fsdp:
     # Tapered runs leave gammatilde (before taper start) or gamma (at g = 0) out of the graph.
