@@ -843,6 +843,23 @@ def checkpoint_hint(path, flags):
     return ""
 
 
+def missing_config_hint(path):
+    """Where a config file that is not at path likely is: the repository's own, for a path relative to
+    the repository run from another folder; a file of a similar name beside where it was looked for."""
+    if not os.path.isabs(path) and os.path.isfile(os.path.join(HERE, path)) and os.path.abspath(os.getcwd()) != HERE:
+        return (f" in {os.getcwd()}, the current folder; the repository's is {os.path.join(HERE, path)}: name it "
+                f"so, or run from {HERE}")
+    folder, name = os.path.split(path)
+    try:
+        stems = [f[:-3] for f in os.listdir(folder or '.') if f.endswith('.py')]
+    except OSError:
+        stems = []
+    near = difflib.get_close_matches(os.path.splitext(name)[0], stems, n=1, cutoff=0.8)
+    if near:
+        return f"; did you mean {os.path.join(folder, near[0] + '.py')}?"
+    return " (arguments that are not --key=value name config files)"
+
+
 def read_file(path, values, flags, prog):
     if not path.strip():
         raise FlagError(f"argument {path!r} is blank (a space after a backslash that ends a line?): remove it")
@@ -858,6 +875,8 @@ def read_file(path, values, flags, prog):
     if special_kind(path) and not piped:  # a link to /dev/zero would be read forever
         raise FlagError(f"config file {named} is {special_kind(path)} ({os.path.realpath(path)}), not a file: name "
                         f"the config file itself")
+    if not path.lower().endswith('.py') and not piped and os.path.isfile(path + '.py'):
+        raise FlagError(f"{named} is not a config file; did you mean {path}.py?")
     if not path.lower().endswith('.py') and not os.path.exists(path) and 'start' in flags:
         raise FlagError(f"{path!r} is neither a flag nor a config file: a prompt is given as --start=..., e.g. "
                         f"--start={shlex.quote(path)}")
@@ -865,7 +884,7 @@ def read_file(path, values, flags, prog):
         raise FlagError(f"{named} is not a config file: a config file is Python (.py) that assigns values, "
                         f"e.g. learning_rate = 3e-4" + checkpoint_hint(path, flags))
     if not os.path.isfile(path) and not piped:
-        raise FlagError(f"config file {named} not found (arguments that are not --key=value name config files)")
+        raise FlagError(f"config file {named} not found{missing_config_hint(path)}")
     namespace = dict(values)
     try:
         with open(path, encoding='utf-8-sig') as f:  # a byte-order mark from a Windows editor

@@ -239,6 +239,22 @@ def test_a_script_started_wrongly_says_how_to_start_it(tmp_path):
         assert '-m' in launch or 'without python -I or -P or PYTHONSAFEPATH' in lines[0]
 
 
+def test_a_config_file_not_found_points_at_the_one_meant(tmp_path):
+    """A config file named relative to the repository from another folder names the repository's file;
+    one misspelt, or named without its .py, names the existing file of that name. Each is one sentence."""
+    import subprocess
+    for arg, cwd, said in (('config/quick_cpu.py', tmp_path, f"the repository's is {ROOT / 'config' / 'quick_cpu.py'}"),
+                           ('config/quik_cpu.py', ROOT, 'did you mean config/quick_cpu.py?'),
+                           ('config/quick_cpu', ROOT, 'did you mean config/quick_cpu.py?'),
+                           (str(ROOT / 'config' / 'taper_internal_521.py'), tmp_path,
+                            f"did you mean {ROOT / 'config' / 'taper_internal_512.py'}?"),
+                           ('config/nothing_like_it.py', ROOT, '(arguments that are not --key=value name config files)')):
+        proc = subprocess.run([sys.executable, str(ROOT / 'train.py'), arg], cwd=cwd, capture_output=True, text=True,
+                              timeout=120)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 1 and len(lines) == 1 and said in lines[0], proc.stderr[-2000:]
+
+
 def test_stacked_config_files_say_which_decides(capsys, tmp_path):
     """Config files named one after another apply in order, nanoGPT's way; when a later one changes
     what an earlier one set (a shell pattern such as {a,b}_{64,512}.py expanding to many), a note names
