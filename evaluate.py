@@ -19,6 +19,7 @@ line printed is one JSON object for scripts.
 
 import json
 import os
+import shlex
 import sys
 from contextlib import nullcontext
 
@@ -96,6 +97,23 @@ SETS = [('owt', 'OWT', 'val'), ('pile', 'Pile', 'pile'), ('pile_filtered', 'Pile
 AUX_SUFFIX = {'fixed': ' (+fixed-target aux)', 'baroni': ' (+Baroni-aux)', 'none': ''}
 
 
+trained = {}  # the run's config, for a checkpoint: where its model and data came from
+
+
+def data_advice(ref):
+    """What gives data in the model's own tokens: the folder the run trained on, when it is still there,
+    else prepare_owt.py for the model's tokenizer (GPT-2's BPE by default, an HF model's own by name)."""
+    own = trained.get('data_dir')
+    if isinstance(own, str) and os.path.isfile(os.path.join(own, 'val.bin')) and \
+            os.path.abspath(own) != os.path.abspath(data_dir):
+        return f"pass --data_dir={shlex.quote(own)} (the data the run trained on)"
+    if (ref or {}).get('kind') != 'hf':
+        return "prepare it with `python prepare_owt.py`, or pass the --data_dir it wrote"
+    source = init_from if init_from != 'resume' else trained.get('init_from')
+    model = shlex.quote(source) if isinstance(source, str) and source not in ('scratch', 'resume') else '<the model>'
+    return f"prepare it with `python prepare_owt.py --tokenizer={model}`, or pass the --data_dir it wrote"
+
+
 def load_model():
     """The model to evaluate, in eval mode, its protocol name (Table 3's for GPT-2) and its tokenizer
     reference."""
@@ -116,6 +134,7 @@ def load_model():
             fail(f"cannot evaluate: no checkpoint at {path}: {hint}")
         checkpoint = load_checkpoint(path, device)
         model = GPT.from_checkpoint(checkpoint, device).eval()
+        trained.update(checkpoint.get('config') or {})
     except (FileNotFoundError, OSError, ValueError, KeyError) as e:
         fail(f"cannot evaluate: {e}")
     if taper_note(checkpoint) and (model.tapered_norms() or getattr(model.config, 'fakeln', False)):
@@ -150,13 +169,12 @@ def check_tokenizer(ref, meta):
         theirs = data_tokenizer(data_dir, meta) or dict(kind='tiktoken', name='gpt2')
     except (OSError, ValueError, KeyError):
         fail(f"cannot evaluate: the tokenizer of {data_dir} (its meta.json names {data_kind}) is missing or "
-             f"damaged: prepare the data again with `python prepare_owt.py --tokenizer=<the model>`")
+             f"damaged: {data_advice(ref)}")
     if same_tokenizer(ref, theirs):
         return
     theirs = meta.get('tokenizer_name', 'GPT-2' if data_kind == 'tiktoken' else data_kind)
     fail(f"cannot evaluate: {data_dir} holds {theirs} tokens, not the model's own ({kind or 'unknown'} "
-         f"tokenizer): prepare the data with `python prepare_owt.py --tokenizer=<the model>`, or pass the "
-         f"matching --data_dir")
+         f"tokenizer): {data_advice(ref)}")
 
 
 def check_model_tokenizer(ref):
@@ -224,12 +242,10 @@ check_model_tokenizer(tokenizer)
 if os.path.isfile(data_dir):
     fail(f"data_dir={data_dir} is a file, not a data folder: pass --data_dir=<the folder prepare_owt.py wrote>")
 if not os.path.isdir(data_dir):
-    fail(f"no folder {data_dir}: pass --data_dir=<the folder prepare_owt.py wrote>, or write it with "
-         f"`python prepare_owt.py`")
+    fail(f"no folder {data_dir}: {data_advice(tokenizer)}")
 present = [(key, name, split) for key, name, split in SETS if os.path.isfile(f"{data_dir}/{split}.bin")]
 if not present:
-    fail(raw_text(data_dir) or f"{data_dir} has none of val.bin, pile.bin, pile_filtered.bin: write them with "
-                               f"`python prepare_owt.py`, or pass the --data_dir it wrote")
+    fail(raw_text(data_dir) or f"{data_dir} has none of val.bin, pile.bin, pile_filtered.bin: {data_advice(tokenizer)}")
 missing = [f"{split}.bin" for key, name, split in SETS if (key, name, split) not in present]
 if missing:  # scored as '-': said, so that a missing set is not read as one left out on purpose
     print(f"note: {data_dir} has no {' or '.join(missing)}, so the table shows '-' for "

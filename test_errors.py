@@ -403,6 +403,14 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'max_chunks=2 is below batch_size=8', None),
     ('evaluate: missing data folder', 'evaluate.py', ['--init_from={root}/hf', '--data_dir={root}/nodata', '--device=cpu'],
      'no folder', OFFLINE),
+    ('evaluate: an HF Llama without a data folder: the advice prepares its tokens', 'evaluate.py',
+     ['--init_from={root}/llama_words', '--data_dir={root}/nodata', '--device=cpu'],
+     "prepare it with `python prepare_owt.py --tokenizer=", OFFLINE),
+    ('evaluate: an HF Llama with its own tokenizer on GPT-2 tokens', 'evaluate.py',
+     ['--init_from={root}/llama_words', '--data_dir={root}/owt', '--device=cpu'], "/llama_words`, or pass the --data_dir",
+     OFFLINE),
+    ('evaluate: a run without a data folder, its own still there', 'evaluate.py',
+     ['--out_dir={root}/gpt2tok_run', '--device=cpu'], '/owt (the data the run trained on)', None),
     ('evaluate: GPT-2 on TinyStories tokens', 'evaluate.py', ['--init_from={root}/hf', '--data_dir={data}', '--device=cpu'],
      'holds sentencepiece tokens', QUIET),
     ('fold: no out_dir', 'fold.py', [], 'fold.py needs --out_dir', None),
@@ -1438,6 +1446,13 @@ def make_workspace(root, data_dir):
     os.makedirs(f'{root}/gc_h100')  # the kept report of a check on a GPU
     json.dump(dict(environment=dict(torch='2.11.0', python='3.12.3', device='NVIDIA H100 80GB HBM3'),
                    steps=[dict(step='data', ok=True, seconds=4.0, peak_gb=None)]), open(f'{root}/gc_h100/report.json', 'w'))
+    word_tokenizer(f'{root}/llama_words', 10)  # a Llama with its own tokenizer
+    LlamaForCausalLM(LlamaConfig(**llama | {'vocab_size': 13})).save_pretrained(f'{root}/llama_words')
+    shutil.copytree(f'{root}/run', f'{root}/gpt2tok_run')  # a run in GPT-2's tokens, trained on {root}/owt
+    ckpt = torch.load(f'{root}/run/ckpt.pt', weights_only=True)
+    ckpt['tokenizer'] = dict(kind='tiktoken', name='gpt2')
+    ckpt['config']['data_dir'] = f'{root}/owt'
+    torch.save(ckpt, f'{root}/gpt2tok_run/ckpt.pt')
 
 
 def run_case(case, root, data_dir, servers=None):
