@@ -234,6 +234,15 @@ def copy_of(folded, path):
         return False
 
 
+def same_run(run_id, path):
+    """Whether run_id, an export's record, is the run of the checkpoint at path."""
+    try:
+        return run_id is not None and torch.load(path, map_location='cpu', weights_only=True,
+                                                 mmap=True).get('run_id') == run_id
+    except Exception:  # unreadable: not known to be the same run
+        return False
+
+
 def same_path(a, b):
     return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b) or os.path.abspath(a) == os.path.abspath(b)
 
@@ -295,7 +304,8 @@ def check_outputs(args, path):
         if os.path.isdir(hf_dir) and os.listdir(hf_dir) and not is_export(hf_dir):
             fail(f"export_hf={hf_dir} holds files fold.py did not export, so fold.py will not write over them: "
                  f"name a new or empty folder")
-        if os.path.isdir(hf_dir) and export_source(hf_dir) and not same_path(export_source(hf_dir), path):
+        if os.path.isdir(hf_dir) and export_source(hf_dir) and not same_path(export_source(hf_dir), path) and \
+                not same_run(export_source(hf_dir, 'run_id'), path):  # a run folder copied or moved with its export
             fail(f"export_hf={hf_dir} holds an export of {export_source(hf_dir)}, not of {path}, so fold.py will "
                  f"not replace it: name a new or empty folder")
     return out
@@ -343,7 +353,7 @@ def export(args, ckpt, model, model64, tokenizer, idx, source, path):
     transformers_logging.disable_progress_bar()  # its checks below load the export three times
     tokenizer.save_pretrained(path)
     sigma, alpha, bound = export_hf(model, fold_model(model), path, tokenizer.bos_token_id, tokenizer.eos_token_id,
-                                     ckpt['folded_from'])
+                                     ckpt['folded_from'], ckpt.get('run_id'))
     reference = model64.eval()(idx)[0]
     rows = []
     for dtype in DTYPES:

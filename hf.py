@@ -487,16 +487,16 @@ def check_exportable(model):
         raise ValueError(f"arch={cfg.arch!r} with norm={cfg.norm!r} has no HF class to export to: drop --export_hf")
 
 
-def export_source(path):
-    """The checkpoint the export in the folder path was made from, as config.json records it; None if
-    it records none."""
+def export_source(path, field='source'):
+    """The checkpoint the export in the folder path was made from (field 'source'), or its run
+    ('run_id'), as config.json records it; None if it records none."""
     import json
     try:
         with open(os.path.join(path, 'config.json'), encoding='utf-8') as f:
             record = json.load(f).get(EXPORT_KEY)
     except (OSError, ValueError, AttributeError):
         return None
-    return record.get('source') if isinstance(record, dict) else None
+    return record.get(field) if isinstance(record, dict) else None
 
 
 def edited_export(name_or_dir, hc):
@@ -572,7 +572,7 @@ def no_norm_constants(model):
 
 
 @torch.no_grad()
-def export_hf(model, folded, path, bos=None, eos=None, source=None):
+def export_hf(model, folded, path, bos=None, eos=None, source=None, run_id=None):
     """
     Write a norm-free model, folded, as a folder transformers loads: an All-TaperLN or FakeLN GPT-2 as
     GPT2LMHeadModel, an All-Taper Llama as LlamaForCausalLM. Both HF classes always run their norms,
@@ -597,8 +597,10 @@ def export_hf(model, folded, path, bos=None, eos=None, source=None):
     for config in (hf.config, hf.generation_config):
         config.bos_token_id, config.eos_token_id = (eot if bos is None else bos), (eot if eos is None else eos)
     record = dict(sigma=sigma, alpha=alpha, bound=bound)
-    if source is not None:  # the checkpoint it was exported from: a later export of another one is refused
+    if source is not None:  # the checkpoint it was exported from: a later export of another run is refused
         record['source'] = os.path.abspath(source)
+    if run_id is not None:  # its run (train.py's run_id), which a copied or moved run folder keeps
+        record['run_id'] = run_id
     setattr(hf.config, EXPORT_KEY, record)
     ln_f, final = model.transformer.ln_f, 'transformer.ln_f' if cfg.arch == 'gpt2' else 'model.norm'
     tied = cfg.arch == 'gpt2' or cfg.tied_head  # a tied head reads the embedding, scaled by alpha too

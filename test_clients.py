@@ -109,6 +109,28 @@ def test_the_scripts_read_an_export_as_its_runs_own_tokenizer(export, tmp_path):
     assert read['kind'] == 'hf' and same_tokenizer(ours, read)
 
 
+def test_a_run_moved_with_its_export_exports_again_into_it(export, tmp_path):
+    """A run folder moved together with its export (a project folder moved or copied): fold.py
+    --export_hf into the moved export replaces it, as it would in place, since the export records its
+    run (run_id) beside the checkpoint's path. Another run's export is still refused, untouched."""
+    arch, run_dir, hf_dir = export
+    shutil.copytree(run_dir, tmp_path / 'run')
+    shutil.copytree(hf_dir, tmp_path / 'hf')
+    shutil.copytree(hf_dir, tmp_path / 'other')
+    config = json.loads((tmp_path / 'other' / 'config.json').read_text())
+    config['tapernorm_export']['run_id'] = 'another run'
+    (tmp_path / 'other' / 'config.json').write_text(json.dumps(config))
+    before = (tmp_path / 'other' / 'config.json').read_bytes()
+    proc = run('fold.py', f'--out_dir={tmp_path / "run"}', '--out=ckpt_folded_2.pt', f'--export_hf={tmp_path / "other"}',
+               check=False)
+    assert proc.returncode == 1 and f'holds an export of {run_dir / "ckpt.pt"}' in proc.stderr, proc.stderr[-2000:]
+    assert (tmp_path / 'other' / 'config.json').read_bytes() == before
+    run('fold.py', f'--out_dir={tmp_path / "run"}', f'--export_hf={tmp_path / "hf"}')
+    record = json.loads((tmp_path / 'hf' / 'config.json').read_text())['tapernorm_export']
+    assert record['source'] == str(tmp_path / 'run' / 'ckpt.pt')
+    assert record['run_id'] == load_checkpoint(str(run_dir / 'ckpt.pt'))['run_id']
+
+
 @pytest.mark.parametrize('dtype', DTYPES, ids=lambda d: str(d).removeprefix('torch.'))
 def test_pipeline_needs_nothing_else_and_matches_the_float64_model_in_every_dtype(export, dtype):
     """pipeline('text-generation', model=<export>) with only a dtype: in float32 its greedy text is
