@@ -1209,10 +1209,19 @@ class Printing:
     else with one sentence naming standard output, not the disk its files are on."""
 
     def __init__(self, stream, prog):
-        self.stream, self.prog, self.kept, self.why = stream, prog, KEPT.get(prog), None
+        self.stream, self.prog, self.kept, self.why, self.unshown = stream, prog, KEPT.get(prog), None, False
 
     def write(self, text):
-        return self.guarded(self.stream.write, text) or len(text)
+        try:
+            return self.guarded(self.stream.write, text) or len(text)
+        except UnicodeEncodeError:  # PYTHONIOENCODING=ascii, or a C locale, and a path or a text beyond it
+            encoding = self.stream.encoding
+            if not self.unshown:
+                self.unshown = True
+                print(f"note: standard output's encoding, {encoding} (PYTHONIOENCODING or the locale), cannot show "
+                      f"every character, so those print as '?': set PYTHONIOENCODING=utf-8 to see them",
+                      file=sys.stderr, flush=True)
+            return self.guarded(self.stream.write, text.encode(encoding, 'replace').decode(encoding)) or len(text)
 
     def flush(self):
         self.guarded(self.stream.flush)

@@ -97,7 +97,6 @@ if start.startswith('FILE:'):
     if not start:
         fail(f"the prompt file {prompt_file} is empty: write the prompt in it, or drop --start to sample "
              f"from the start of a document")
-sys.stdout.reconfigure(errors='replace')  # a terminal that cannot show a character shows '?', not a traceback
 torch.manual_seed(seed)
 conflict = init_from_conflict(init_from, out_dir, ckpt, 'sample.py samples')
 if conflict:

@@ -361,3 +361,24 @@ def test_runs_that_are_not_what_they_seem_are_said(tmp_path, data_dir):
     torch.save(ckpt, tmp_path / 'a' / 'ckpt.pt')
     out = run('train.py', '--init_from=resume', f'--out_dir={tmp_path}/a', '--max_iters=10', '--lr_decay_iters=10').stdout
     assert 'holds weights in bfloat16, not the float32 train.py writes (cast by hand?)' in out, out
+
+
+def test_characters_standard_output_cannot_show_print_as_question_marks_with_one_note(tmp_path, data_dir):
+    """Standard output in an encoding without some characters (PYTHONIOENCODING=ascii left set, or a C
+    locale) prints them as '?', with one note saying how to see them: a sampled prompt, a path printed
+    by plot.py. Never UnicodeEncodeError's traceback, and the work is done."""
+    import subprocess
+    from conftest import TINY
+    short = ['--max_iters=2', '--warmup_iters=1', '--taper_start=1', '--taper_end=2', '--lr_decay_iters=2',
+             '--eval_interval=2']
+    run_dir = tmp_path / 'caf\u00e9'
+    run('train.py', *TINY, *short, f'--data_dir={data_dir}', f'--out_dir={run_dir}')
+    env = {**os.environ, 'PYTHONIOENCODING': 'ascii'}
+    for args, shown in ((['sample.py', f'--out_dir={run_dir}', '--device=cpu', '--max_new_tokens=2', '--num_samples=1',
+                          '--start=caf\u00e9 Zo\u00eb'], 'caf? Zo?'),
+                        (['plot.py', str(run_dir), f'--out_dir={run_dir}/plots'], f'wrote {tmp_path}/caf?/plots/loss.png')):
+        proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 0 and shown in proc.stdout, proc.stderr[-2000:]
+        assert len(lines) == 1 and "encoding, ascii" in lines[0] and 'PYTHONIOENCODING=utf-8' in lines[0], lines
+    assert (run_dir / 'plots' / 'loss.png').is_file()
