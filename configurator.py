@@ -89,7 +89,8 @@ class Flag:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         if self.items:
             what = f"{self.length} " if self.length else ""
-            return f"{what}comma-separated {self.items.__name__}s" + (", each once" if self.unique else "")
+            kind = {int: "integers", float: "numbers", str: "names"}.get(self.items, f"{self.items.__name__}s")
+            return f"{what}comma-separated {kind}" + (", each once" if self.unique else "")
         kind = {bool: "True or False", int: "an integer", float: "a number", str: "text"}[self.type]
         return f"{kind}, {self.bounds()}" if self.bounds() else kind
 

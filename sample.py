@@ -82,6 +82,8 @@ if start.startswith('FILE:'):
     if special_kind(prompt_file) == 'a device' and not real.startswith(('/dev/pts/', '/dev/tty', '/dev/console')):
         fail(f"--start=FILE:{prompt_file} is a device ({real}), not a text file (a terminal or a pipe may be read): "
              f"name the prompt's text file")
+    if not prompt_file.strip():
+        fail("--start=FILE: names no file: write the prompt's text file after it, e.g. --start=FILE:prompt.txt")
     if not os.path.isfile(prompt_file) and not piped:
         fail(f"no prompt file at {prompt_file}: --start=FILE:path names a text file")
     try:
