@@ -831,10 +831,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))  # the repository's scripts
 
 
 def checkpoint_hint(path, flags):
-    """For a checkpoint file given where config files go, the flags that name it to this script."""
+    """For a checkpoint file given where config files go, the flags that name it to this script; for a
+    run's config.json (train.py's record of its settings), how that run is read."""
+    folder, name = os.path.split(path)
+    if name == 'config.json' and os.path.isfile(os.path.join(folder or '.', 'ckpt.pt')):
+        path, name = os.path.join(folder, 'ckpt.pt'), 'ckpt.pt'
+        if 'init_from' in flags and 'out_dir' in flags and 'ckpt' not in flags:  # train.py
+            return (f"; {folder or '.'}/config.json is that run's record of its settings: continue the run with "
+                    f"--init_from=resume --out_dir={folder or '.'} (it takes its settings from its checkpoint)")
     if not path.endswith(('.pt', '.ckpt')):
         return ""
-    folder, name = os.path.split(path)
     if 'ckpt' in flags and 'out_dir' not in flags:  # bench.py: a path
         return f"; a checkpoint is named with --ckpt={path}"
     if 'ckpt' in flags:  # sample, evaluate, diagnose: a file in a run's folder

@@ -117,6 +117,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('wandb without the package', 'train.py', [*T, '--wandb_log'], 'pip install wandb',
      {'PYTHONPATH': '{root}/no_wandb'}),  # a wandb that fails to import, installed or not
     ('a config file that is not Python', 'train.py', ['{root}/cfg.json', *T], 'is not a config file', None),
+    ("a run's config.json as a config file", 'train.py', ['{root}/run/config.json', *T],
+     "is that run's record of its settings: continue the run with --init_from=resume", None),
+    ("sample: a run's config.json as a config file", 'sample.py', ['{root}/run/config.json'],
+     "a run's checkpoint is read with --out_dir=", None),
     ('init_from misspelt', 'train.py', [*T, '--init_from=resum'], 'did you mean --init_from=resume', None),
     ('overwrite and resume at once', 'train.py', [*R, '--overwrite'], 'choose one', None),
     ('data_dir that is a file', 'train.py', [*T, '--data_dir={data}/train.bin'], 'is a file: name the folder', None),
