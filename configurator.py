@@ -460,7 +460,7 @@ def checked_input(key, path, kind):
         raise FlagError(f"{key}={path} names {len(parts)} files apart by commas, and {key} takes one: join them "
                         f"into one first (`cat {' '.join(parts)} > {pooled}`) and pass that")
     if not os.path.exists(path):
-        raise FlagError(f"{key}={path}: no such {noun}; check the path")
+        raise FlagError(f"{key}={path}: no such {noun}{elsewhere_hint(path) or '; check the path'}")
     if kind == 'file' and special_kind(path):
         raise FlagError(f"{key}={path} is {special_kind(path)}, not a file: it can be read only once, and "
                         f"{key} is read more than once; save it to a file first and pass that")
@@ -850,12 +850,40 @@ def checkpoint_hint(path, flags):
     return ""
 
 
+def in_repository(path):
+    """For a relative path that is not there but is in the repository's folder (a README command run
+    from another folder), the path there; None otherwise."""
+    try:
+        cwd = os.path.abspath(os.getcwd())
+    except OSError:  # the current folder was removed
+        return None
+    there = os.path.join(HERE, path)
+    if os.path.isabs(path) or os.path.exists(path) or not os.path.exists(there) or cwd == HERE:
+        return None
+    return there
+
+
+def elsewhere_hint(path):
+    """The end of a sentence saying path is not there, for a path in_repository: where it is; '' otherwise."""
+    if not in_repository(path):
+        return ""
+    return (f" in {os.getcwd()}, the current folder (relative paths are read from there); the repository's is "
+            f"{in_repository(path)}: name it so, or run from {HERE}")
+
+
+def elsewhere_remedy(path, key):
+    """A remedy for a path in_repository that flag key named, said after a sentence's colon; None otherwise."""
+    if not in_repository(path):
+        return None
+    return (f"relative paths are read from {os.getcwd()}, the current folder, and {path} is in the repository: "
+            f"pass --{key}={in_repository(path)}, or run from {HERE}")
+
+
 def missing_config_hint(path):
     """Where a config file that is not at path likely is: the repository's own, for a path relative to
     the repository run from another folder; a file of a similar name beside where it was looked for."""
-    if not os.path.isabs(path) and os.path.isfile(os.path.join(HERE, path)) and os.path.abspath(os.getcwd()) != HERE:
-        return (f" in {os.getcwd()}, the current folder; the repository's is {os.path.join(HERE, path)}: name it "
-                f"so, or run from {HERE}")
+    if elsewhere_hint(path):
+        return elsewhere_hint(path)
     folder, name = os.path.split(path)
     try:
         stems = [f[:-3] for f in os.listdir(folder or '.') if f.endswith('.py')]

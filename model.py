@@ -578,9 +578,12 @@ def run_checkpoint(out_dir, ckpt):
 def missing_hint(out_dir, ckpt, otherwise):
     """What to do when out_dir holds no checkpoint file ckpt: the checkpoint beside it that was likely
     meant (ckpt_folded for ckpt_folded.pt), else, for a folded one, fold_hint, else otherwise."""
+    from configurator import elsewhere_remedy
     path = os.path.join(out_dir, ckpt)
     if replaced_hint(os.path.dirname(path)):
         return replaced_hint(os.path.dirname(path))
+    if elsewhere_remedy(out_dir, 'out_dir'):  # a README command run from another folder
+        return elsewhere_remedy(out_dir, 'out_dir')
     if os.path.exists(path):  # there, but no file: a named pipe, a device, a socket
         return f"{path} is not a regular file (a pipe or a device?): put the checkpoint file itself there"
     if os.path.dirname(ckpt) and os.path.isfile(os.path.join(out_dir, os.path.basename(ckpt))):

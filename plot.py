@@ -23,7 +23,7 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 
 import numpy as np
 
-from configurator import (compression, discard, figure_metadata, flag, folder_kind, is_our_figure, parse_flags,
+from configurator import (compression, discard, elsewhere_hint, figure_metadata, flag, folder_kind, is_our_figure, parse_flags,
                           special_files)
 
 TAPER_LABELS = {"none": "Baseline", "internal": "Internal-Taper", "all": "All-Taper"}
@@ -46,7 +46,8 @@ def load_run(run_dir):
         raise SystemExit(f"{run_dir} is a file, not a run's folder: pass the out_dir of a train.py run (a folder "
                          f"holding its log.jsonl), or leave the file out.")
     if not os.path.isdir(run_dir):
-        raise SystemExit(f"run directory {run_dir} not found; pass the out_dir of a train.py run.")
+        raise SystemExit(f"run directory {run_dir} not found" + (elsewhere_hint(run_dir) or "; pass the out_dir of a "
+                                                                 "train.py run."))
     special_files(None, run_dir)
     if os.path.isdir(os.path.join(run_dir, ".replaced")):  # a killed --overwrite: its log is not the run's
         from model import replaced_run

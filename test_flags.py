@@ -382,3 +382,38 @@ def test_characters_standard_output_cannot_show_print_as_question_marks_with_one
         assert proc.returncode == 0 and shown in proc.stdout, proc.stderr[-2000:]
         assert len(lines) == 1 and "encoding, ascii" in lines[0] and 'PYTHONIOENCODING=utf-8' in lines[0], lines
     assert (run_dir / 'plots' / 'loss.png').is_file()
+
+
+def test_a_repository_path_given_from_another_folder_is_pointed_at(tmp_path, data_dir):
+    """The README's relative paths (out-quick-cpu, data/...) typed in another folder: each script says
+    relative paths are read from the current folder and names the path in the repository, for a run
+    folder, a checkpoint and a data folder alike. One sentence each."""
+    import subprocess
+    from conftest import TINY
+    run_dir = tmp_path / 'run'
+    run('train.py', *TINY, '--max_iters=2', '--warmup_iters=1', '--taper_start=1', '--taper_end=2', '--lr_decay_iters=2',
+        '--eval_interval=2', f'--data_dir={data_dir}', f'--out_dir={run_dir}')
+    out, data = f'out-elsewhere-{os.getpid()}', f'data-elsewhere-{os.getpid()}'  # ignored by git, removed below
+    (ROOT / out).symlink_to(run_dir)
+    (ROOT / data).symlink_to(data_dir)
+    away = tmp_path / 'away'
+    away.mkdir()
+    try:
+        for args, said in ((['sample.py', f'--out_dir={out}', '--device=cpu'], f'pass --out_dir={ROOT / out}'),
+                           (['evaluate.py', f'--out_dir={out}', '--device=cpu'], f'pass --out_dir={ROOT / out}'),
+                           (['train.py', '--init_from=resume', f'--out_dir={out}', '--device=cpu'],
+                            f'pass --out_dir={ROOT / out}'),
+                           (['bench.py', f'--ckpt={out}/ckpt.pt', '--device=cpu'], f'pass --ckpt={ROOT / out}/ckpt.pt'),
+                           (['fold.py', f'--out_dir={out}'], f"the repository's is {ROOT / out}"),
+                           (['plot.py', out], f"the repository's is {ROOT / out}"),
+                           (['train.py', *TINY, f'--data_dir={data}', f'--out_dir={tmp_path}/new'],
+                            f'pass --data_dir={ROOT / data}')):
+            proc = subprocess.run([sys.executable, str(ROOT / args[0]), *args[1:]], cwd=away, capture_output=True,
+                                  text=True, timeout=120)
+            lines = [line for line in proc.stderr.splitlines() if line.strip()]
+            assert proc.returncode == 1 and len(lines) == 1, (args, proc.stderr[-2000:])
+            assert said in lines[0] and (f'read from {away}' in lines[0] or f'in {away}, the current folder' in lines[0]), \
+                (args, lines[0])
+    finally:
+        (ROOT / out).unlink()
+        (ROOT / data).unlink()

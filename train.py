@@ -54,7 +54,7 @@ from tokens import (data_tokenizer, open_tokens, other_tokens, prepare_command, 
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
 # config file and --key=value; each flag says what it takes (configurator.py), and --help lists them.
-from configurator import (Flag, FlagError, configure_globals, discard, flag, folder_kind, init_from_mistake,  # noqa: E402
+from configurator import (Flag, FlagError, configure_globals, discard, elsewhere_remedy, flag, folder_kind, init_from_mistake,  # noqa: E402
                           locked, write_failure, write_remedy)
 # I/O
 out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out',
@@ -266,6 +266,7 @@ def check_resumable():
         fail(f"cannot resume: no checkpoint at {ckpt_path}: "
              + (f"it is a folder of runs ({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''}): pass one of "
                 f"them as --out_dir" if runs else
+                elsewhere_remedy(out_dir, 'out_dir') or
                 "pass --out_dir=<the run's folder>, or start the run with --init_from=scratch"))
     try:
         load_checkpoint(ckpt_path, 'cpu', mmap=True)  # the weights stay on disk: they are loaded below
@@ -577,6 +578,8 @@ def token_file(split):
         if init_from == 'resume' and held == data_dir and not os.path.isabs(data_dir):
             fail(f"cannot resume: the run's data_dir={data_dir} is relative, and {e} from {os.getcwd()}: run from "
                  f"the folder the run was started in, or pass --data_dir=<the data folder's path>")
+        if elsewhere_remedy(data_dir, 'data_dir'):  # a README command run from another folder
+            fail(f"{'cannot resume: ' if init_from == 'resume' else ''}{e}: {elsewhere_remedy(data_dir, 'data_dir')}")
         if init_from == 'resume':
             fail(f"cannot resume: {e}: pass --data_dir=<the folder the run was trained on>"
                  + (f" (its checkpoint names {held})" if held and held != data_dir else ""))
