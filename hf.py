@@ -67,10 +67,27 @@ def offline_without_network():
         hub.HF_HUB_OFFLINE = True
 
 
+def adapter_base(folder):
+    """The base model a PEFT adapter folder names (adapter_config.json's base_model_name_or_path), or None."""
+    import json
+    try:
+        with open(os.path.join(folder, 'adapter_config.json'), encoding='utf-8') as f:
+            base = json.load(f).get('base_model_name_or_path')
+    except (OSError, ValueError, AttributeError):
+        return None
+    return base if isinstance(base, str) and base else None
+
+
 def load_hf(hf_class, name_or_dir):
     """hf_class.from_pretrained(name_or_dir), or one sentence that says what to do instead."""
     from transformers.utils import logging
     logging.disable_progress_bar()  # a weight-loading bar on stderr is noise in a script's output
+    if os.path.isdir(name_or_dir) and not os.path.isfile(os.path.join(name_or_dir, 'config.json')) and \
+            os.path.isfile(os.path.join(name_or_dir, 'adapter_config.json')):  # PEFT's save_pretrained of a LoRA
+        base = adapter_base(name_or_dir)
+        raise ValueError(f"{name_or_dir} holds a PEFT adapter (adapter_config.json), not a whole model: merge it into "
+                         f"its base model{f' ({base})' if base else ''} with PeftModel.from_pretrained(...)"
+                         f".merge_and_unload(), save that with save_pretrained, and pass the folder")
     if os.path.isdir(name_or_dir) and not os.path.isfile(os.path.join(name_or_dir, 'config.json')):
         raise ValueError(f"{name_or_dir} is not a folder written by save_pretrained (it has no config.json): pass "
                          f"one, or a hub name such as gpt2")

@@ -94,8 +94,11 @@ def check_jsonl(path, *fields, vocab_size=None):
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
+                plain = not line.lstrip().startswith(('{', '['))  # a plain text file: TinyStories' own format
                 raise SystemExit(f"{where} is not valid JSON ({e.msg}); each line must be one "
-                                 f"object such as {{\"{fields[0]}\": {example}}}.")
+                                 f"object such as {{\"{fields[0]}\": {example}}}"
+                                 + (" (for plain text, stories apart by blank lines, use prepare_tinystories.py "
+                                    "--input_file)." if plain and fields[0] == 'text' else "."))
             if not isinstance(row, dict) or not any(k in row for k in fields):
                 raise SystemExit(f"{where} has no {' or '.join(repr(k) for k in fields)} field; "
                                  f"each line must be one object such as {{\"{fields[0]}\": {example}}}.")

@@ -407,6 +407,14 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'max_chunks=2 is below batch_size=8', None),
     ('evaluate: missing data folder', 'evaluate.py', ['--init_from={root}/hf', '--data_dir={root}/nodata', '--device=cpu'],
      'no folder', OFFLINE),
+    ('sample: a LoRA adapter folder as the model', 'sample.py', ['--init_from={root}/lora', '--device=cpu'],
+     'holds a PEFT adapter (adapter_config.json), not a whole model: merge it into its base model '
+     '(HuggingFaceTB/SmolLM2-135M)', None),
+    ('train: a LoRA adapter folder to fine-tune', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/lora'],
+     'holds a PEFT adapter', None),
+    ('prepare_owt: plain text given as the jsonl', 'prepare_owt.py', ['--input_file={root}/one_story.txt', '--skip_pile',
+                                                                      '--out_dir={root}/o_plain'],
+     'for plain text, stories apart by blank lines, use prepare_tinystories.py', None),
     ('evaluate: an HF Llama without a data folder: the advice prepares its tokens', 'evaluate.py',
      ['--init_from={root}/llama_words', '--data_dir={root}/nodata', '--device=cpu'],
      "prepare it with `python prepare_owt.py --tokenizer=", OFFLINE),
@@ -1454,6 +1462,9 @@ def make_workspace(root, data_dir):
     os.makedirs(f'{root}/gc_h100')  # the kept report of a check on a GPU
     json.dump(dict(environment=dict(torch='2.11.0', python='3.12.3', device='NVIDIA H100 80GB HBM3'),
                    steps=[dict(step='data', ok=True, seconds=4.0, peak_gb=None)]), open(f'{root}/gc_h100/report.json', 'w'))
+    os.makedirs(f'{root}/lora')  # what PEFT's save_pretrained writes for a LoRA adapter (its weights aside)
+    json.dump(dict(peft_type='LORA', base_model_name_or_path='HuggingFaceTB/SmolLM2-135M', r=8),
+              open(f'{root}/lora/adapter_config.json', 'w'))
     word_tokenizer(f'{root}/llama_words', 10)  # a Llama with its own tokenizer
     LlamaForCausalLM(LlamaConfig(**llama | {'vocab_size': 13})).save_pretrained(f'{root}/llama_words')
     shutil.copytree(f'{root}/run', f'{root}/gpt2tok_run')  # a run in GPT-2's tokens, trained on {root}/owt

@@ -125,10 +125,11 @@ def test_a_resume_continues_the_run_with_its_own_config(data_dir, tmp_path):
     assert rows(tmp_path / 'bare')[-1]['iter'] == 44
     assert 'config.json gives' not in proc.stdout  # its own copy, unedited
     config = json.load(open(tmp_path / 'bare' / 'config.json'))  # edited by hand: it changes nothing, and is said
-    json.dump(config | {'n_layer': 3}, open(tmp_path / 'bare' / 'config.json', 'w'))
+    json.dump(config | {'n_layer': 3, 'learning_rate': 1.0}, open(tmp_path / 'bare' / 'config.json', 'w'))
     proc = run('train.py', '--init_from=resume', f'--out_dir={tmp_path / "bare"}', '--max_iters=48',
                '--lr_decay_iters=48')
-    assert "config.json gives n_layer=3, the checkpoint 2: a resume takes the checkpoint's config" in proc.stdout
+    assert ("config.json gives n_layer=3 (the checkpoint 2), learning_rate=1.0 (the checkpoint 0.003): a resume takes "
+            "the checkpoint's config") in proc.stdout  # every edit named
     assert json.load(open(tmp_path / 'bare' / 'config.json'))['n_layer'] == 2  # rewritten from the checkpoint
 
 

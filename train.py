@@ -846,9 +846,9 @@ elif init_from == 'resume':
         held = json.loads(json.dumps(checkpoint['config']))
         edits = [k for k in held if k in edited and edited[k] != held[k] and k not in PER_INVOCATION + ('out_dir',)]
         if edits:
-            print(f"note: {written} gives {edits[0]}={edited[edits[0]]!r}, the checkpoint {held[edits[0]]!r}: a resume "
-                  f"takes the checkpoint's config (config.json is its copy, rewritten from it); change a setting "
-                  f"with its flag")
+            gives = ', '.join(f"{k}={edited[k]!r} (the checkpoint {held[k]!r})" for k in edits)
+            print(f"note: {written} gives {gives}: a resume takes the checkpoint's config (config.json is its copy, "
+                  f"rewritten from it); change a setting with its flag")
     if master and changed:  # allowed (e.g. a lower learning rate after a spike), but never silently
         print("resuming with changed settings: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
 else:
