@@ -106,7 +106,8 @@ if (ckpt or init_from) and moved:
 if ckpt and not os.path.isfile(ckpt):
     fail(f"no checkpoint at {ckpt}: " + elsewhere_remedy(ckpt, 'ckpt') if elsewhere_remedy(ckpt, 'ckpt') else
          f"no checkpoint at {ckpt}: " + missing_hint(os.path.dirname(ckpt) or '.', os.path.basename(ckpt),
-                                                     "--ckpt names the checkpoint file of a tapered run, e.g. out/ckpt.pt"))
+                                                     "--ckpt names the checkpoint file of a tapered run, e.g. out/ckpt.pt",
+                                                     run_flag='ckpt'))
 if init_from.strip().lower() in ('resume', 'scratch'):
     fail(f"bench.py has no --init_from={init_from}: it times a run's checkpoint (--ckpt=<run>/ckpt.pt), an HF "
          f"model (--init_from=<name or folder>) or random weights (neither)")

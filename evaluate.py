@@ -130,7 +130,7 @@ def load_model():
         broken_link(path, 'evaluate')
         if not os.path.isfile(path):
             hint = missing_hint(out_dir, ckpt,
-                                "pass --out_dir=<a run's folder>, or --init_from=<an HF model>")
+                                "pass --out_dir=<a run's folder>, or --init_from=<an HF model>", init_from=True)
             fail(f"cannot evaluate: no checkpoint at {path}: {hint}")
         checkpoint = load_checkpoint(path, device)
         model = GPT.from_checkpoint(checkpoint, device).eval()

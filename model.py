@@ -575,15 +575,41 @@ def run_checkpoint(out_dir, ckpt):
     return path, None
 
 
-def missing_hint(out_dir, ckpt, otherwise):
+def hf_hint(folder, init_from, run_flag='out_dir'):
+    """For a folder that holds an HF model (its config.json names a model_type) rather than a run, how
+    to read it: with --init_from where the script takes one (init_from), or its run's folder for an
+    export fold.py wrote; None for any other folder."""
+    try:
+        with open(os.path.join(folder, 'config.json'), encoding='utf-8-sig') as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict) or 'model_type' not in config:
+        return None
+    record = config.get('tapernorm_export')
+    source = record.get('source') if isinstance(record, dict) and isinstance(record.get('source'), str) else None
+    what = f"an HF export that fold.py --export_hf wrote from {source}" if source else "an HF model, not a run's folder"
+    if source and not os.path.isfile(source):
+        what, source = what + " (no longer there)", None
+    run = (f"--ckpt={source}" if run_flag == 'ckpt' else f"--out_dir={os.path.dirname(source)}") if source else None
+    if init_from:
+        return f"{folder} is {what}: read it with --init_from={folder}" + (f", or its run with {run}" if run else "")
+    return f"{folder} is {what}: " + (f"read its run with {run}" if run else "pass a run's folder (train one with train.py)")
+
+
+def missing_hint(out_dir, ckpt, otherwise, init_from=False, run_flag='out_dir'):
     """What to do when out_dir holds no checkpoint file ckpt: the checkpoint beside it that was likely
-    meant (ckpt_folded for ckpt_folded.pt), else, for a folded one, fold_hint, else otherwise."""
+    meant (ckpt_folded for ckpt_folded.pt), else, for a folded one, fold_hint, else otherwise. init_from:
+    the script reads an HF model with --init_from too; run_flag: the flag that names a run ('out_dir', or
+    bench.py's 'ckpt')."""
     from configurator import elsewhere_remedy
     path = os.path.join(out_dir, ckpt)
     if replaced_hint(os.path.dirname(path)):
         return replaced_hint(os.path.dirname(path))
     if elsewhere_remedy(out_dir, 'out_dir'):  # a README command run from another folder
         return elsewhere_remedy(out_dir, 'out_dir')
+    if hf_hint(os.path.dirname(path), init_from, run_flag):  # an HF folder, or an export, given as a run
+        return hf_hint(os.path.dirname(path), init_from, run_flag)
     if os.path.exists(path):  # there, but no file: a named pipe, a device, a socket
         return f"{path} is not a regular file (a pipe or a device?): put the checkpoint file itself there"
     if os.path.dirname(ckpt) and os.path.isfile(os.path.join(out_dir, os.path.basename(ckpt))):

@@ -111,7 +111,7 @@ if init_from == 'resume':
     broken_link(path, 'sample')
     if not os.path.isfile(path) and not os.path.isdir(path):
         hint = missing_hint(out_dir, ckpt,
-                            "pass --out_dir=<a run's folder> (train one with `python train.py`) or --init_from=<an HF model>")
+                            "pass --out_dir=<a run's folder> (train one with `python train.py`) or --init_from=<an HF model>", init_from=True)
         fail(f"cannot sample: no checkpoint at {path}: {hint}")
     try:
         checkpoint = load_checkpoint(path, device)

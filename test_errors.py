@@ -193,6 +193,14 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "is a data folder (it holds train.bin or meta.json), not a run: pass the run's folder", None),
     ('resume from an HF model folder', 'train.py', [*T, '--init_from=resume', '--out_dir={root}/hf'],
      'or fine-tune this model with --init_from=', None),
+    ('diagnose: an HF export folder as the run', 'diagnose.py', ['--out_dir={root}/ownexport'],
+     '/trun/ckpt.pt: read its run with --out_dir=', None),
+    ('diagnose: an HF export folder whose run is gone', 'diagnose.py', ['--out_dir={root}/otherexport'],
+     "wrote from /elsewhere/run/ckpt.pt (no longer there): pass a run's folder", None),
+    ('sample: an HF model folder as the run folder', 'sample.py', ['--out_dir={root}/hf', '--device=cpu'],
+     "is an HF model, not a run's folder: read it with --init_from=", None),
+    ('bench: an HF export folder\'s ckpt.pt', 'bench.py', ['--ckpt={root}/ownexport/ckpt.pt', '--device=cpu'],
+     '/trun/ckpt.pt: read its run with --ckpt=', None),
     ('fold: an HF weight file as the checkpoint', 'fold.py', ['--out_dir={root}/hf', '--ckpt=model.safetensors'],
      'name the ckpt.pt that train.py or fold.py wrote', None),
     # text inputs that arrive compressed: named by their format, whatever the file is called
@@ -1462,6 +1470,9 @@ def make_workspace(root, data_dir):
     os.makedirs(f'{root}/gc_h100')  # the kept report of a check on a GPU
     json.dump(dict(environment=dict(torch='2.11.0', python='3.12.3', device='NVIDIA H100 80GB HBM3'),
                    steps=[dict(step='data', ok=True, seconds=4.0, peak_gb=None)]), open(f'{root}/gc_h100/report.json', 'w'))
+    os.makedirs(f'{root}/ownexport')  # an export's config.json, its run still there
+    json.dump({'model_type': 'llama', 'tapernorm_export': dict(sigma=1.0, alpha=1.0, bound=1e-6, source=f'{root}/trun/ckpt.pt')},
+              open(f'{root}/ownexport/config.json', 'w'))
     os.makedirs(f'{root}/lora')  # what PEFT's save_pretrained writes for a LoRA adapter (its weights aside)
     json.dump(dict(peft_type='LORA', base_model_name_or_path='HuggingFaceTB/SmolLM2-135M', r=8),
               open(f'{root}/lora/adapter_config.json', 'w'))
