@@ -555,7 +555,8 @@ def mixed_run_note(path, ckpt):
     held = ckpt.get('config') or {}
     if not isinstance(folder, dict) or 'taper' not in folder:  # not train.py's (an HF config.json)
         return None
-    differ = [k for k in IDENTITY if k in folder and k in held and folder[k] != held[k]]
+    differ = [k for k in IDENTITY if k in folder and k in held and folder[k] != held[k]
+              and not (k == 'init_from' and 'resume' in (folder[k], held[k]))]  # a resume's, before it kept the origin
     if not differ:
         return None
     k = differ[0]

@@ -417,3 +417,23 @@ def test_a_repository_path_given_from_another_folder_is_pointed_at(tmp_path, dat
     finally:
         (ROOT / out).unlink()
         (ROOT / data).unlink()
+
+
+def test_a_resume_keeps_the_runs_origin_and_an_earlier_fold_is_not_taken_for_another_run(tmp_path, data_dir):
+    """A resumed run's checkpoint and config.json record where the run came from (init_from 'scratch'
+    here), not the resume's own 'resume': a model folded before the resume is then said to be an earlier
+    step of this run, never 'a checkpoint copied in from another run'."""
+    import json
+    import torch
+    from conftest import TINY
+    short = ['--max_iters=8', '--warmup_iters=2', '--taper_start=2', '--taper_end=6', '--lr_decay_iters=8',
+             '--eval_interval=4']
+    run_dir = tmp_path / 'run'
+    run('train.py', *TINY, *short, f'--data_dir={data_dir}', f'--out_dir={run_dir}')
+    run('fold.py', f'--out_dir={run_dir}')
+    run('train.py', '--init_from=resume', f'--out_dir={run_dir}', '--max_iters=10', '--lr_decay_iters=10')
+    assert torch.load(run_dir / 'ckpt.pt', weights_only=True)['config']['init_from'] == 'scratch'
+    assert json.load(open(run_dir / 'config.json'))['init_from'] == 'scratch'
+    out = run('sample.py', f'--out_dir={run_dir}', '--ckpt=ckpt_folded.pt', '--device=cpu', '--max_new_tokens=2',
+              '--num_samples=1').stdout
+    assert 'copied in from another run' not in out and 'folded from iter 8 of this run' in out, out

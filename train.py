@@ -220,6 +220,13 @@ def run_config(values):
 RESUMED = {}  # the config and step of the checkpoint a resume continues, as run_config read them
 
 
+def recorded():
+    """The config the run's files keep (the checkpoint, config.json): this invocation's, but with the
+    run's origin as init_from ('scratch', or the model it fine-tunes), which a resume keeps."""
+    origin = RESUMED.get('config', {}).get('init_from')
+    return dict(config, init_from=origin) if init_from == 'resume' and isinstance(origin, str) else config
+
+
 try:
     config = configure_globals(globals(), sys.argv[1:], start=run_config)
 except FlagError as e:
@@ -1040,7 +1047,7 @@ def write_run():
     if init_from == 'resume' and ours(written):
         with open(written, encoding='utf-8-sig') as f:
             added = {k: v for k, v in json.load(f).items() if k not in config and k not in TRAIN_FLAGS}
-    write_bytes(written, json.dumps({**config, **added}, indent=1).encode())  # read by plot.py
+    write_bytes(written, json.dumps({**recorded(), **added}, indent=1).encode())  # read by plot.py
 
 
 def commit():
@@ -1225,7 +1232,7 @@ def save_checkpoint():
     if not master:
         return
     ckpt = dict(model=model_state, optimizer=optimizer_state,
-                model_args=asdict(raw_model.config), config=config, iter_num=iter_num,
+                model_args=asdict(raw_model.config), config=recorded(), iter_num=iter_num,
                 sampler=sampler_state, tokenizer=tokenizer, eval_row=eval_row,
                 data={split: len(tokens) for split, tokens in data.items()}, run_id=run_id,
                 rng=dict(torch=torch.get_rng_state(),
