@@ -335,10 +335,13 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     values = configure({**train_flags(), **FLAGS}, argv, 'memory.py', __doc__, configs=True, layered_note=False)
     nproc, gpu_gb = values['nproc'], values['gpu_gb']
-    run_dir = values['init_from'] if os.path.isfile(os.path.join(values['init_from'], 'ckpt.pt')) else None
-    if run_dir:
-        raise SystemExit(f"init_from={run_dir} is a run of this repository, whose config is in its checkpoint: "
-                         f"python train.py --init_from=resume --out_dir={run_dir} --memory_plan")
+    init = values['init_from']
+    folder = init if os.path.isdir(init) else os.path.dirname(init) or '.' if os.path.isfile(init) else None
+    run_dir = folder if folder and os.path.isfile(os.path.join(folder, 'ckpt.pt')) else None
+    if run_dir:  # the run's folder, or a checkpoint in it (ckpt.pt, ckpt_folded.pt)
+        raise SystemExit(f"init_from={init} is {'a checkpoint of ' if init != run_dir else ''}a run of this repository, "
+                         f"whose config is in its checkpoint: python train.py --init_from=resume --out_dir={run_dir} "
+                         f"--memory_plan")
     if values['init_from'] == 'resume':  # train.py reads a resume's config from its checkpoint
         raise SystemExit(f"memory.py plans from config files and flags; a resume's config is in its checkpoint: "
                          f"python train.py --init_from=resume --out_dir={values['out_dir']} --memory_plan")

@@ -345,6 +345,11 @@ def main(argv=None):
     kind = folder_kind(args.out_dir) if os.path.isdir(args.out_dir) else None
     if kind and not kind.startswith(('a training run', "a reproduction's")):  # beside a run or results: fine
         raise SystemExit(f"out_dir={args.out_dir} is {kind}: write the figures elsewhere, e.g. --out_dir=out-plots")
+    if kind and kind.startswith('a training run') and not any(
+            os.path.realpath(run_dir) == os.path.realpath(args.out_dir) for run_dir in args.run_dirs):
+        raise SystemExit(f"out_dir={args.out_dir} is another training run, none of those plotted, where these figures "
+                         f"would pass for its own: write them elsewhere, e.g. --out_dir=out-plots, or into the "
+                         f"folder of a run plotted")
     foreign = [n for n in names if os.path.isfile(os.path.join(args.out_dir, n))
                and not is_our_figure(os.path.join(args.out_dir, n), "plot.py")]
     if foreign:

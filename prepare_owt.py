@@ -225,7 +225,7 @@ FLAGS = dict(
     val_fraction=flag(0.0005, "documents held out for val.bin", above=0, below=1),
     out_dir=flag(None, "default: data/openwebtext, with --tokenizer data/openwebtext-<its name>", type=str,
                  path='out'),
-    num_proc=flag(0, "processes for tokenizing (0: every core)", min=0),
+    num_proc=flag(0, "processes for tokenizing (0: every core), at most the cores", min=0, max=os.cpu_count() or 1),
     pile_file=flag(None, "jsonl of rows with input_ids (default: the Hub)", type=str, path='text'),
     pile_filtered_file=flag(None, "jsonl of rows with input_ids (default: the Hub)", type=str, path='text'),
     pile_rows=flag(10000, "rows from the start of the Pile", min=1),

@@ -256,7 +256,7 @@ FLAGS = dict(
                         "start; the val split stays whole", min=0),
     out_dir=flag(None, "default: data/tinystories<vocab_size>", type=str, path='out',
                  read_only_when=lambda values: prepared(values['out_dir'])),
-    num_proc=flag(0, "processes for tokenizing (0: every core)", min=0),
+    num_proc=flag(0, "processes for tokenizing (0: every core), at most the cores", min=0, max=os.cpu_count() or 1),
     verbose=flag(False, "show SentencePiece's training log"),
 )
 

@@ -349,6 +349,12 @@ def check_args(args, train_args):
         if kind and not (key == 'assets' and kind.startswith("a reproduction's")):
             raise SystemExit(f"--{key}={folder} is {kind}: put the runs and results elsewhere, e.g. "
                              f"--{key}={'out-repro' if key == 'out_root' else 'out-repro/results'}")
+    runs = sorted(f for f in os.listdir(args.assets) if os.path.isfile(os.path.join(args.assets, f, 'ckpt.pt'))) \
+        if args.assets and os.path.isdir(args.assets) else []
+    if runs:  # a reproduction's --out_root: its results would lie among its runs
+        raise SystemExit(f"--assets={args.assets} holds training runs ({', '.join(runs[:3])}"
+                         f"{', ...' if len(runs) > 3 else ''}), as a reproduction's --out_root does: put the results in "
+                         f"a folder of their own, e.g. --assets={os.path.join(args.out_root, 'results')}")
     for arg in train_args:
         name = arg.removeprefix('--').partition('=')[0]
         if arg.startswith('--') and name in UNFINISHED:
@@ -549,6 +555,9 @@ def plot_all(args, settings, runs):
             for f in KEPT_FILES:
                 if os.path.isfile(os.path.join(out_dir, f)):
                     shutil.copyfile(os.path.join(out_dir, f), os.path.join(kept[out_dir], f))
+                elif os.path.isfile(os.path.join(kept[out_dir], f)):  # removed since the copy was made
+                    print(f"note: {out_dir} has no {f} now, so the figures draw "
+                          f"{os.path.join(kept[out_dir], f)}, the copy an earlier reproduce.py kept of it")
     # copies of runs that these results no longer hold (a seed or setting left out since) would be drawn
     # by the next redraw of runs/*: they go, and only they (folders that hold nothing but such copies)
     for folder in sorted(set(os.listdir(copies)) - {os.path.basename(d) for d in kept.values()}):

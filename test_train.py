@@ -648,7 +648,7 @@ def test_block_layout_reads_each_block_once_per_epoch_and_masks_end_of_text(owt_
     assert seen != sorted(seen) and masked > 0  # shuffled; end-of-text targets occurred
 
 
-def test_reproduce_script_end_to_end(tmp_path):
+def test_reproduce_script_end_to_end(tmp_path, capsys):
     """reproduce.py on both local TinyStories samples, pooled and split, with a shortened schedule:
     every setting trains, the tapered ones fold without changing their validation loss, the All-Taper
     ones are also folded with --reset_unseen and scored, the diagnostic, the decoding benchmark and
@@ -703,6 +703,16 @@ def test_reproduce_script_end_to_end(tmp_path):
     redrawn = run('plot.py', *sorted((tmp_path / 'assets' / 'runs').iterdir()), f'--out_dir={tmp_path / "redrawn"}')
     assert redrawn.stdout.count('wrote') == 3 and (tmp_path / 'assets' / 'ablations_loss.png').exists()
     assert all((tmp_path / 'assets' / f).stat().st_size > 10_000 for f in ('loss.png', 'logit_norm.png', 'grad_norms.png'))
+    # a run's log removed since: its kept copy is drawn, and that is said
+    import types
+    import reproduce
+    (tmp_path / 'runs' / 'internal-s2' / 'log.jsonl').unlink()
+    runs = {name: [str(tmp_path / 'runs' / f'{name}-s{seed}') for seed in range(1, n + 1)] for name, n in seeds_trained.items()}
+    said = reproduce.plot_all(types.SimpleNamespace(assets=str(tmp_path / 'assets')),
+                              {name: reproduce.SETTINGS[name] for name in runs}, runs)
+    assert said.count('wrote') == 6
+    assert (f"note: {tmp_path / 'runs' / 'internal-s2'} has no log.jsonl now, so the figures draw "
+            f"{tmp_path / 'assets' / 'runs' / 'internal-s2' / 'log.jsonl'}, the copy") in capsys.readouterr().out
 
 
 def test_fig2_gradient_norms_split_the_attention_rows_by_head_count_under_grouped_query_attention(data_dir, tmp_path):
