@@ -423,7 +423,6 @@ def main(argv=None):
     if not os.path.isfile(path):
         fail(f"cannot fold {path}: there is no checkpoint there; " + missing_hint(
             args.out_dir, args.ckpt, "pass --out_dir=<a tapered run's folder> (and --ckpt=<its checkpoint file>)"))
-    hold(path)
     try:
         ckpt = load_checkpoint(path)
         model = GPT.from_checkpoint(ckpt)
@@ -480,7 +479,8 @@ def main(argv=None):
         idx, source = check_tokens(model.config, data_dir)
     except ValueError as e:
         fail(f"cannot check the fold on the run's validation text: {e}; prepare the data again")
-    # every refusal is above: from here on fold.py writes
+    # every refusal is above: from here on fold.py writes, one fold.py at a time for this checkpoint
+    hold(path)
     diff = max_logit_diff(model, folded, idx)
     with torch.no_grad():
         scale = model.eval()(idx)[0].abs().max().item()

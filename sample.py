@@ -71,7 +71,8 @@ if start == '-' or (start[:1] == '@' and os.path.isfile(start[1:])):  # other to
     fail(f"--start={start} reads as the prompt text itself: sample.py reads a prompt from a file with "
          f"--start=FILE:path" + (f", --start=FILE:{start[1:]}" if start != '-' else " (e.g. FILE:/dev/stdin)"))
 named = start[1:] if start[:1] == '@' else start[5:] if start[:5].lower() == 'file:' and start[:5] != 'FILE:' else start
-if start and not any(c.isspace() for c in start) and not os.path.exists(os.path.expanduser(named)) and (
+if start and not start.startswith('FILE:') and not any(c.isspace() for c in start) and \
+        not os.path.exists(os.path.expanduser(named)) and (
         named.lower().endswith(('.txt', '.md', '.json', '.jsonl')) or (named != start and os.sep in named)):
     fail(f"--start={start} looks like a file name, but there is no such file, and it would be the prompt text itself: "
          f"name an existing prompt file with --start=FILE:path")

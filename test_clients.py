@@ -200,8 +200,9 @@ def residual_streams(model, idx):
 def test_transformer_lens_reproduces_logits_and_every_residual_stream(export):
     """TransformerLens's bridge loads the export: its logits are the folded run's, and its residual
     stream before every block (and after the last) is ours times the export's alpha (hf.py scales the
-    stream so that float16 holds it), relative to each layer's scale; its greedy generate gives our
-    folded model's tokens."""
+    stream so that float16 holds it), relative to each layer's scale; its greedy generate (without its
+    KV cache, whose GPT-2 path in TransformerLens 4.3.0 disagrees with its own forward) gives our folded
+    model's tokens."""
     pytest.importorskip('transformer_lens', reason='pip install -r requirements-test.txt')
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoConfig
@@ -222,7 +223,8 @@ def test_transformer_lens_reproduces_logits_and_every_residual_stream(export):
         assert (a.double() / alpha - b).abs().max() <= 1e-4 * b.abs().max(), layer
     with torch.no_grad():  # greedy decoding through the bridge gives our model's tokens
         greedy = model.generate(idx[:1, :8], 16, temperature=0)
-        theirs = bridge.generate(idx[:1, :8], max_new_tokens=16, do_sample=False, verbose=False)
+        theirs = bridge.generate(idx[:1, :8], max_new_tokens=16, do_sample=False, verbose=False,
+                                 use_past_kv_cache=False)
     assert torch.equal(theirs.cpu(), greedy)
 
 
