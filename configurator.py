@@ -39,6 +39,7 @@ import sys
 import tempfile
 import textwrap
 import traceback
+import time
 import types
 import unicodedata
 
@@ -721,8 +722,9 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                         f"sys.argv = ['{prog}', '--key=value', ...] before running it")
     ranks = os.environ.get('WORLD_SIZE', '1')
     if prog not in RANKED and ranks.strip() not in ('', '1'):  # torchrun would run one copy per rank
-        if os.environ.get('RANK', '0').strip() not in ('', '0'):  # rank 0 alone says it
+        if os.environ.get('RANK', '0').strip() not in ('', '0'):  # rank 0 alone says it, before torchrun ends the ranks
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+            time.sleep(10)
         raise FlagError(f"WORLD_SIZE={ranks}: {prog} runs in one process, so start it with `python {prog}`, not "
                         f"torchrun (only train.py trains over ranks), or unset WORLD_SIZE if a shell left it set")
     values = {key: spec.default for key, spec in flags.items()}

@@ -114,6 +114,8 @@ def test_a_run_moved_with_its_export_exports_again_into_it(export, tmp_path):
     --export_hf into the moved export replaces it, as it would in place, since the export records its
     run (run_id) beside the checkpoint's path. Another run's export is still refused, untouched."""
     arch, run_dir, hf_dir = export
+    if arch == 'gpt2':
+        pytest.skip('the run_id check does not depend on the architecture: the Llama export shows it')
     shutil.copytree(run_dir, tmp_path / 'run')
     shutil.copytree(hf_dir, tmp_path / 'hf')
     shutil.copytree(hf_dir, tmp_path / 'other')

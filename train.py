@@ -178,6 +178,8 @@ def fail(message):
     """Stop with one sentence that says what to do; under torchrun rank 0 alone prints it."""
     if rank == 0:
         print(message, file=sys.stderr, flush=True)
+    else:  # the same mistake stops rank 0 a moment later: let it print before torchrun ends the ranks
+        time.sleep(10)
     sys.exit(1)
 
 
