@@ -47,7 +47,7 @@ import torch
 
 from fold import fold_model
 from hf import from_pretrained, llama_hf_config, load_hf, pretrained_config
-from configurator import FlagError, configure_globals, elsewhere_remedy, flag
+from configurator import FlagError, configure_globals, flag
 from model import GPT, GPTConfig, greedy_step, load_checkpoint, missing_hint, pick_device
 
 # -----------------------------------------------------------------------------
@@ -104,8 +104,7 @@ moved = [key for key, default in SHAPE.items() if globals()[key] != default]
 if (ckpt or init_from) and moved:
     fail(f"the model's shape comes from --{'ckpt' if ckpt else 'init_from'}: drop --{', --'.join(moved)}")
 if ckpt and not os.path.isfile(ckpt):
-    fail(f"no checkpoint at {ckpt}: " + elsewhere_remedy(ckpt, 'ckpt') if elsewhere_remedy(ckpt, 'ckpt') else
-         f"no checkpoint at {ckpt}: " + missing_hint(os.path.dirname(ckpt) or '.', os.path.basename(ckpt),
+    fail(f"no checkpoint at {ckpt}: " + missing_hint(os.path.dirname(ckpt) or '.', os.path.basename(ckpt),
                                                      "--ckpt names the checkpoint file of a tapered run, e.g. out/ckpt.pt",
                                                      run_flag='ckpt'))
 if init_from.strip().lower() in ('resume', 'scratch'):

@@ -607,8 +607,9 @@ def missing_hint(out_dir, ckpt, otherwise, init_from=False, run_flag='out_dir'):
     path = os.path.join(out_dir, ckpt)
     if replaced_hint(os.path.dirname(path)):
         return replaced_hint(os.path.dirname(path))
-    if elsewhere_remedy(out_dir, 'out_dir'):  # a README command run from another folder
-        return elsewhere_remedy(out_dir, 'out_dir')
+    named, key = (path, 'ckpt') if run_flag == 'ckpt' else (out_dir, 'out_dir')
+    if elsewhere_remedy(named, key):  # a README command run from another folder
+        return elsewhere_remedy(named, key)
     if hf_hint(os.path.dirname(path), init_from, run_flag):  # an HF folder, or an export, given as a run
         return hf_hint(os.path.dirname(path), init_from, run_flag)
     if os.path.exists(path):  # there, but no file: a named pipe, a device, a socket
