@@ -612,6 +612,9 @@ def missing_hint(out_dir, ckpt, otherwise, init_from=False, run_flag='out_dir'):
         return elsewhere_remedy(named, key)
     if hf_hint(os.path.dirname(path), init_from, run_flag):  # an HF folder, or an export, given as a run
         return hf_hint(os.path.dirname(path), init_from, run_flag)
+    if os.path.isdir(path):  # bench.py's --ckpt=<a run's folder>
+        inside = os.path.join(path, 'ckpt.pt')
+        return f"{path} is a folder: name the checkpoint file in it" + (f", --ckpt={inside}" if os.path.isfile(inside) else "")
     if os.path.exists(path):  # there, but no file: a named pipe, a device, a socket
         return f"{path} is not a regular file (a pipe or a device?): put the checkpoint file itself there"
     if os.path.dirname(ckpt) and os.path.isfile(os.path.join(out_dir, os.path.basename(ckpt))):

@@ -201,6 +201,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "is an HF model, not a run's folder: read it with --init_from=", None),
     ('bench: an HF export folder\'s ckpt.pt', 'bench.py', ['--ckpt={root}/ownexport/ckpt.pt', '--device=cpu'],
      '/trun/ckpt.pt: read its run with --ckpt=', None),
+    ("bench: a run's folder as the checkpoint", 'bench.py', ['--ckpt={root}/trun', '--device=cpu'],
+     'trun is a folder: name the checkpoint file in it, --ckpt=', None),
     ('fold: an HF weight file as the checkpoint', 'fold.py', ['--out_dir={root}/hf', '--ckpt=model.safetensors'],
      'name the ckpt.pt that train.py or fold.py wrote', None),
     # text inputs that arrive compressed: named by their format, whatever the file is called
