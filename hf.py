@@ -232,8 +232,8 @@ def misfit(name_or_dir, hf_class=None):
         with safe_open(os.path.join(name_or_dir, file), 'pt') as f:
             held |= {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
     size = lambda shape: ' x '.join(map(str, shape))
-    for key in wanted.keys() & held.keys():
-        if held[key] != wanted[key]:
+    for key in wanted:  # the model's own order: the same weight named on every run
+        if key in held and held[key] != wanted[key]:
             return f"{key} is {size(held[key])}, config.json makes it {size(wanted[key])}"
     tied = getattr(hc, 'tie_word_embeddings', False)
     missing = sorted(k for k in wanted.keys() - held.keys() if not (tied and k == 'lm_head.weight'))
