@@ -26,6 +26,7 @@ import difflib
 import errno
 import fcntl
 import importlib
+import itertools
 import math
 import numbers
 import os
@@ -788,6 +789,8 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                 raw, i = argv[i], i + 1  # --key value
             else:
                 raise FlagError(f"--{key} needs a value: write --{key}=VALUE, where {key} takes {spec.rule()}")
+        if has_value and split_value(argv, i, flags, positional):  # before its value is checked: it is cut short
+            raise FlagError(split_value(argv, i, flags, positional))
         values[key] = convert(key, raw, spec)
         given.add(key)
     if overrides and layered_note:  # stacked config files, e.g. a shell's {a,b}_{64,512} pattern expanded to several
@@ -895,6 +898,22 @@ def missing_config_hint(path):
     if near:
         return f"; did you mean {os.path.join(folder, near[0] + '.py')}?"
     return " (arguments that are not --key=value name config files)"
+
+
+def split_value(argv, at, flags, positional=None):
+    """For a loose word right after a --key=value flag that takes text, and no file of that name: the
+    sentence for a value the shell split at its spaces (--start=Once upon a time), else None. A script
+    that takes paths as arguments (positional) reads a word with a / in it as one of those."""
+    key, _, value = argv[at - 1][2:].partition('=') if at and argv[at - 1].startswith('--') else ('', '', '')
+    if key not in flags or flags[key].type is not str or flags[key].choices or not value:
+        return None
+    words = list(itertools.takewhile(lambda w: not w.startswith('-') and not os.path.exists(w)
+                                     and not w.lower().endswith('.py') and not (positional and '/' in w), argv[at:]))
+    if not words:
+        return None
+    whole = ' '.join([value, *words])
+    return (f"--{key}={value} is followed by {' '.join(words)!r}: the shell splits a value at its spaces unless it "
+            f"is quoted, so quote it whole: --{key}={shlex.quote(whole)}")
 
 
 def read_file(path, values, flags, prog):

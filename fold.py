@@ -85,7 +85,7 @@ def fold_model(model):
     """The folded copy of a tapered model at g = 0: the same function without its tapered norms."""
     cfg = model.config
     if cfg.folded:
-        raise ValueError("this model is already folded: fold the run's training checkpoint (--ckpt=ckpt.pt)")
+        raise ValueError("this model is already folded")
     if cfg.norm == 'dyt':
         raise ValueError("DyT's tanh(alpha h) D_gamma is not a fixed linear map, so no linear layer can "
                          "absorb it: a DyT model has nothing to fold")
@@ -422,7 +422,8 @@ def main(argv=None):
              f"first checkpoint: fold once it has, or once the run ends")
     if not os.path.isfile(path):
         fail(f"cannot fold {path}: there is no checkpoint there; " + missing_hint(
-            args.out_dir, args.ckpt, "pass --out_dir=<a tapered run's folder> (and --ckpt=<its checkpoint file>)"))
+            args.out_dir, args.ckpt, "pass --out_dir=<a tapered run's folder> (and --ckpt=<its checkpoint file>)",
+            folded_ok=False))
     try:
         ckpt = load_checkpoint(path)
         model = GPT.from_checkpoint(ckpt)
@@ -446,6 +447,12 @@ def main(argv=None):
         fail(f"cannot export {path}: it is a Baseline run, whose norms stay, so there is no norm-free model to "
              f"export: train with --taper=all (e.g. config/finetune_gpt2_s_alltaper.py) to g = 0, "
              f"then fold and export that run")
+    if cfg.folded:  # the run's training checkpoint is what folds; an export is made from it too
+        training = os.path.join(os.path.dirname(path), 'ckpt.pt')
+        fail(f"cannot fold {path}: this model is already folded: " +
+             ("fold the run's training checkpoint (--ckpt=ckpt.pt)" if os.path.isfile(training) else
+              f"sample or evaluate it as it is (sample.py --out_dir={os.path.dirname(path)} "
+              f"--ckpt={os.path.basename(path)}); folding or exporting needs the run's ckpt.pt, which is gone"))
     try:
         folded = fold_model(model)
     except ValueError as e:

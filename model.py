@@ -538,6 +538,7 @@ def fold_hint(out_dir):
 
 
 CKPT_ENDINGS = ('.pt', '.pth', '.ckpt', '.tar')  # what a checkpoint copied or renamed by hand may end in
+FOLDED_WORDS = ('folded', 'reset')  # in the names of fold.py's files (ckpt_folded.pt; reproduce.py's ckpt_reset.pt)
 
 
 IDENTITY = ('arch', 'norm', 'taper', 'fakeln', 'n_layer', 'n_head', 'n_embd', 'vocab_size', 'seed', 'init_from')
@@ -569,7 +570,8 @@ def run_checkpoint(out_dir, ckpt):
     """The checkpoint file --ckpt names in the run folder --out_dir, and a note, or None, when --ckpt is a
     path to a file in another folder: that file is read, and --out_dir is not."""
     path = os.path.join(out_dir, ckpt)
-    if os.path.dirname(ckpt) and os.path.realpath(os.path.dirname(path)) != os.path.realpath(out_dir):
+    if os.path.dirname(ckpt) and os.path.realpath(os.path.dirname(path)) != os.path.realpath(out_dir) \
+            and os.path.exists(path):  # a path to nothing: missing_hint says how --ckpt is read
         return path, (f"--ckpt={ckpt} is a path of its own, so that file is read, not a checkpoint in "
                       f"--out_dir={out_dir} (--ckpt names a file in --out_dir: --out_dir={os.path.dirname(path)} "
                       f"--ckpt={os.path.basename(path)})")
@@ -598,11 +600,11 @@ def hf_hint(folder, init_from, run_flag='out_dir'):
     return f"{folder} is {what}: " + (f"read its run with {run}" if run else "pass a run's folder (train one with train.py)")
 
 
-def missing_hint(out_dir, ckpt, otherwise, init_from=False, run_flag='out_dir'):
+def missing_hint(out_dir, ckpt, otherwise, init_from=False, run_flag='out_dir', folded_ok=True):
     """What to do when out_dir holds no checkpoint file ckpt: the checkpoint beside it that was likely
     meant (ckpt_folded for ckpt_folded.pt), else, for a folded one, fold_hint, else otherwise. init_from:
     the script reads an HF model with --init_from too; run_flag: the flag that names a run ('out_dir', or
-    bench.py's 'ckpt')."""
+    bench.py's 'ckpt'); folded_ok: the script reads a folded checkpoint too (all but fold.py)."""
     from configurator import elsewhere_remedy
     path = os.path.join(out_dir, ckpt)
     if replaced_hint(os.path.dirname(path)):
@@ -617,13 +619,28 @@ def missing_hint(out_dir, ckpt, otherwise, init_from=False, run_flag='out_dir'):
         return f"{path} is a folder: name the checkpoint file in it" + (f", --ckpt={inside}" if os.path.isfile(inside) else "")
     if os.path.exists(path):  # there, but no file: a named pipe, a device, a socket
         return f"{path} is not a regular file (a pipe or a device?): put the checkpoint file itself there"
-    if os.path.dirname(ckpt) and os.path.isfile(os.path.join(out_dir, os.path.basename(ckpt))):
-        return (f"--ckpt is read inside --out_dir, so name it alone: --ckpt={os.path.basename(ckpt)}")
+    if os.path.dirname(ckpt) and run_flag == 'out_dir':
+        name = os.path.basename(ckpt)
+        if os.path.isfile(ckpt) and os.path.realpath(ckpt) != os.path.realpath(path):  # from the current folder
+            return (f"--ckpt is read inside --out_dir, not from the current folder: for {ckpt}, pass "
+                    f"--out_dir={os.path.dirname(ckpt)} --ckpt={name}")
+        if os.path.isfile(os.path.join(out_dir, name)) and \
+                os.path.basename(os.path.normpath(os.path.dirname(ckpt))) == os.path.basename(os.path.normpath(out_dir)):
+            return f"--ckpt is read inside --out_dir, so name it alone: --ckpt={name}"  # the run's folder written again
+        return (f"--ckpt is read inside --out_dir, so {path} was looked for: name a file in --out_dir, or pass the "
+                f"folder of the run that holds the checkpoint as --out_dir")
     folder = os.path.dirname(path)
     near = renamed_checkpoint(folder, os.path.basename(ckpt))
     if near:
         meant = os.path.relpath(os.path.join(folder, near), out_dir)
         return f"{folder} holds {near}: pass --ckpt={meant}"
+    if os.path.basename(ckpt) == 'ckpt.pt' and os.path.isfile(os.path.join(folder, 'ckpt_folded.pt')):
+        if not folded_ok:
+            return (f"{folder} holds ckpt_folded.pt, a model already folded, and no ckpt.pt to fold: sample or "
+                    f"evaluate the folded one as it is (sample.py --out_dir={folder} --ckpt=ckpt_folded.pt); folding "
+                    f"or exporting needs the run's ckpt.pt, which is gone")
+        meant = os.path.join(folder, 'ckpt_folded.pt') if run_flag == 'ckpt' else 'ckpt_folded.pt'
+        return f"{folder} holds the folded model, ckpt_folded.pt, but no ckpt.pt: pass --ckpt={meant}"
     return fold_hint(out_dir) if 'folded' in ckpt else otherwise
 
 
@@ -631,8 +648,12 @@ def renamed_checkpoint(folder, name):
     """The file in folder that is most likely the checkpoint name, copied or renamed by hand (ckpt.pth,
     'ckpt (1).pt', name without its .pt), or None."""
     there = sorted(f for f in os.listdir(folder) if f != name and (f.endswith(CKPT_ENDINGS) or 'ckpt' in f)
-                   and os.path.isfile(os.path.join(folder, f))) if os.path.isdir(folder) else []
+                   and not f.endswith('.tmp') and os.path.isfile(os.path.join(folder, f))) if os.path.isdir(folder) else []
+    if not any(word in name for word in FOLDED_WORDS):  # a training checkpoint: not a folded model in its place
+        there = [f for f in there if not any(word in f for word in FOLDED_WORDS)]
     near = [f for f in there if f == name + '.pt'] or difflib.get_close_matches(name, there, n=1, cutoff=0.75)
+    if not near and len(there) == 1 and 'ckpt' in there[0]:  # the one checkpoint there, under a name of its own
+        near = there  # (ckpt_backup.pt)
     return near[0] if near else None
 
 

@@ -121,6 +121,11 @@ def load_run(run_dir):
             elif "val_loss" in row:
                 evals.append(row)
     if not train:
+        it = checkpoint_iter(ckpt_path)
+        if it:  # a run with a checkpoint has logged before it: the log was emptied or replaced since
+            raise SystemExit(f"{log_path} holds no train.py training rows, though the run's checkpoint is at iter "
+                             f"{it}: its log was emptied or replaced since; put the run's log back (reproduce.py "
+                             f"keeps a copy in its assets' runs/), or leave {run_dir} out.")
         raise SystemExit(f"{log_path} holds no train.py training rows (rows with 'iter' and 'lr'); plot a run "
                          f"after its first log interval.")
     if not any(is_number(row["loss"]) and math.isfinite(row["loss"]) for row in train):  # null: train.py's NaN
@@ -128,6 +133,16 @@ def load_run(run_dir):
                          f"diverged from its first step?), so it has no curve to draw: pass runs whose loss was finite.")
     label = TAPER_LABELS[config["taper"]] + AUX_LABELS[config["aux_loss"]]
     return dict(label=label, taper=config["taper"], train=train, evals=evals, config=config, dir=run_dir)
+
+
+def checkpoint_iter(path):
+    """The iteration a run's checkpoint was saved at, or None when there is none to read."""
+    from model import load_checkpoint
+    try:
+        it = load_checkpoint(path, "cpu", mmap=True).get("iter_num") if os.path.isfile(path) else None
+    except ValueError:
+        return None
+    return it if isinstance(it, int) else None
 
 
 def checkpoint_config(path):

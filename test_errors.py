@@ -1043,6 +1043,38 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('a resume given a config file whose taper_start the run has passed', 'train.py',
      ['{root}/sets_taper.py', '--init_from=resume', '--out_dir={root}/half_jq'],
      'sets_taper.py, which a resume does not need) at iter', None),
+    # twenty-ninth sweep
+    ('fold: --ckpt a path from --out_dir to no file', 'fold.py', ['--out_dir={root}/trun', '--ckpt=../nowhere/ckpt.pt'],
+     'was looked for: name a file in --out_dir, or pass the folder of the run', None),
+    ('sample: a run whose ckpt.pt was removed and its folded model kept', 'sample.py',
+     ['--out_dir={root}/foldedkept', '--device=cpu'], 'holds the folded model, ckpt_folded.pt, but no ckpt.pt: pass --ckpt=ckpt_folded.pt', None),
+    ('evaluate: a run whose ckpt.pt was removed and its folded model kept', 'evaluate.py',
+     ['--out_dir={root}/foldedkept', '--device=cpu'], 'pass --ckpt=ckpt_folded.pt', None),
+    ('bench: a run whose ckpt.pt was removed and its folded model kept', 'bench.py',
+     ['--ckpt={root}/foldedkept/ckpt.pt', '--device=cpu'], 'foldedkept/ckpt_folded.pt', None),
+    ('fold: a run whose ckpt.pt was removed and its folded model kept', 'fold.py', ['--out_dir={root}/foldedkept'],
+     "folding or exporting needs the run's ckpt.pt, which is gone", None),
+    ('fold: the folded model of a run whose ckpt.pt is gone', 'fold.py',
+     ['--out_dir={root}/foldedkept', '--ckpt=ckpt_folded.pt', '--export_hf={root}/fo_export'], 'sample or evaluate it as it is', None),
+    ('resume: the checkpoint renamed to a name of its own', 'train.py', ['--init_from=resume', '--out_dir={root}/backuprun'],
+     'holds ckpt_backup.pt: a resume reads ckpt.pt, so rename ckpt_backup.pt to ckpt.pt', None),
+    ('diagnose: the checkpoint renamed to a name of its own', 'diagnose.py', ['--out_dir={root}/backuprun'],
+     'holds ckpt_backup.pt: pass --ckpt=ckpt_backup.pt', None),
+    ('plot: a finished run whose log was emptied', 'plot.py', ['{root}/emptylog', '--out_dir={root}/pl_empty'],
+     "though the run's checkpoint is at iter 8: its log was emptied or replaced since", None),
+    ('fine-tune: a GPT-2 config on a Llama with grouped key/value heads', 'train.py',
+     ['config/finetune_gpt2_s_alltaper.py', '--init_from={root}/llama', '--data_dir={data}', '--out_dir={root}/ft_gqa',
+      '--device=cpu', '--block_size=64', '--mask_eot_targets=False', '--n_head=2', '--n_embd=32'],  # 2 heads: as many as
+     # the Llama's key/value heads, so that n_kv_head=0 (n_head's) matches them until n_head is set as said
+     "--n_kv_head=2 --mlp_hidden=96 --tied_head=False (the config's shape must be the model's), or start from a config "
+     "written for llama models", None),
+    ("fine-tune: GPT-2's config on data in a SentencePiece vocabulary", 'train.py',
+     ['config/finetune_gpt2_s_alltaper.py', *GPT2_HF[:1], '--n_layer=2', '--n_head=2', '--n_embd=32', '--data_dir={data}',
+      '--out_dir={root}/ft_sp', '--device=cpu', '--block_size=64'], 'holds tokens of another tokenizer than', None),
+    ('sample: a prompt the shell split at its spaces', 'sample.py', ['--out_dir={root}/run', '--start=Once', 'upon', 'a', 'time'],
+     "the shell splits a value at its spaces unless it is quoted, so quote it whole: --start='Once upon a time'", None),
+    ('train: a run name the shell split', 'train.py', [*T, '--wandb_run_name=first', 'try'],
+     "--wandb_run_name=first is followed by 'try'", None),
 ]
 
 
@@ -1501,6 +1533,12 @@ def make_workspace(root, data_dir):
     ckpt['tokenizer'] = dict(kind='tiktoken', name='gpt2')
     ckpt['config']['data_dir'] = f'{root}/owt'
     torch.save(ckpt, f'{root}/gpt2tok_run/ckpt.pt')
+    shutil.copytree(f'{root}/trun', f'{root}/foldedkept')  # ckpt.pt removed to save space, the folded model kept
+    os.remove(f'{root}/foldedkept/ckpt.pt')
+    shutil.copytree(f'{root}/run', f'{root}/backuprun')  # the checkpoint renamed by hand to a name of its own
+    os.rename(f'{root}/backuprun/ckpt.pt', f'{root}/backuprun/ckpt_backup.pt')
+    shutil.copytree(f'{root}/run', f'{root}/emptylog')  # a finished run whose log was emptied
+    open(f'{root}/emptylog/log.jsonl', 'w').close()
 
 
 def run_case(case, root, data_dir, servers=None):

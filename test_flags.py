@@ -125,6 +125,24 @@ def test_each_bad_value_of_each_flag_is_one_sentence_naming_it(monkeypatch):
     assert count > 300 and failures == [], failures[:10]
 
 
+def test_a_text_value_the_shell_split_at_a_space_is_one_sentence_on_every_script(monkeypatch):
+    """Every flag that takes free text, on every script, given an unquoted value with a space (the shell
+    passes its second word as an argument of its own): one sentence naming the flag and the quoted whole,
+    not a complaint about the loose word."""
+    failures, count = [], 0
+    for script in SCRIPTS:
+        for key, spec in declared_flags(script).items():
+            if spec.type is not str or spec.choices:
+                continue
+            code, _, err, _ = run_in_process(script, [f'--{key}=two', 'words'], monkeypatch)
+            lines = [line for line in err.splitlines() if line.strip()]
+            count += 1
+            if code == 0 or len(lines) != 1 or f"--{key}=two is followed by 'words'" not in lines[0] \
+                    or f"quote it whole: --{key}='two words'" not in lines[0]:
+                failures.append((script, key, code, err[-300:]))
+    assert count > 30 and failures == [], failures[:10]
+
+
 def test_an_unknown_flag_names_the_closest_one_on_every_script(monkeypatch):
     for script in SCRIPTS:
         flags = declared_flags(script)
@@ -354,6 +372,12 @@ def test_runs_that_are_not_what_they_seem_are_said(tmp_path, data_dir):
     out = run('sample.py', f'--out_dir={tmp_path}/b', f'--ckpt={tmp_path}/a/ckpt.pt', '--max_new_tokens=2').stdout
     assert f"--ckpt={tmp_path}/a/ckpt.pt is a path of its own, so that file is read, not a checkpoint in " \
            f"--out_dir={tmp_path}/b" in out, out
+    import subprocess  # --ckpt written from the current folder, where it is read inside --out_dir: named so
+    proc = subprocess.run([sys.executable, str(ROOT / 'sample.py'), '--out_dir=b', '--ckpt=a/ckpt.pt'], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and proc.stderr.strip().endswith(
+        "--ckpt is read inside --out_dir, not from the current folder: for a/ckpt.pt, pass --out_dir=a --ckpt=ckpt.pt"), \
+        proc.stderr
     out = run('sample.py', f'--out_dir={tmp_path}/a', '--temperature=0', '--num_samples=2', '--max_new_tokens=2').stdout
     assert 'temperature=0 decodes greedily, so the 2 samples are the same' in out, out
     ckpt = torch.load(tmp_path / 'a' / 'ckpt.pt', weights_only=True)

@@ -452,12 +452,23 @@ def model_shape(pretrained):
     if block_size > pretrained.block_size:
         fail(f"block_size={block_size} exceeds {init_from}'s context of {pretrained.block_size}")
     ours_config = memory.model_config(config)  # 0 for n_kv_head or mlp_hidden: their rule, as the model reads it
-    wrong = [key for key in ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head',
-                             'mlp_hidden', 'tied_head') if ours_config.resolved(key) != pretrained.resolved(key)]
+    keys = ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head')
+    wrong = {key for key in keys if ours_config.resolved(key) != pretrained.resolved(key)}
+    # n_kv_head and mlp_hidden follow rules of the others (0: n_head's, the arch's width): read them as they
+    # resolve once the others are set as said, so that the command given is the whole of the fix
+    try:
+        fixed = memory.model_config(config | {k: getattr(pretrained, k) for k in wrong})
+        wrong = [key for key in keys if key in wrong or fixed.resolved(key) != pretrained.resolved(key)]
+    except ValueError:  # the config's own n_kv_head does not fit the model's other fields: set it as well
+        wrong = [key for key in keys if key in wrong or config[key] != getattr(pretrained, key)
+                 and key in ('n_kv_head', 'mlp_hidden')]
     if wrong:  # every one at once: a fine-tune names the model's whole shape
+        meant = {'llama': 'config/finetune_smollm2_135m_alltaper.py', 'gpt2': 'config/finetune_gpt2_s_alltaper.py'}
         fail(f"{init_from} has {', '.join(f'{k}={getattr(pretrained, k)!r}' for k in wrong)} but the config says "
              f"{', '.join(f'{k}={config[k]!r}' for k in wrong)}: set "
-             f"{' '.join(f'--{k}={getattr(pretrained, k)!r}' for k in wrong)} (the config's shape must be the model's)")
+             f"{' '.join(f'--{k}={getattr(pretrained, k)!r}' for k in wrong)} (the config's shape must be the model's)"
+             + (f", or start from a config written for {pretrained.arch} models, such as {meant[pretrained.arch]}"
+                if 'arch' in wrong and pretrained.arch in meant else ""))
     try:  # a setting of the HF model that this repository's blocks do not have
         drop = json.load(open(os.path.join(init_from, 'config.json'))).get('attention_dropout') or 0
     except (OSError, ValueError, AttributeError):
@@ -636,9 +647,6 @@ def check_tokens(vocab):
                  f"prepare it again if another tokenizer made it" if 'vocab_size' not in meta and init_from == 'scratch'
                  else f"{data_dir}/{split}.bin holds token id {top}, beyond the model's vocab_size={vocab}: "
                  f"the file was made with another tokenizer, so prepare it again")
-if mask_eot_targets and 'eot_token' not in meta:
-    fail(f"mask_eot_targets needs the end-of-text id from {meta_path}: prepare the data with "
-         f"`python prepare_owt.py` or set --mask_eot_targets=False")
 
 
 try:
@@ -666,6 +674,9 @@ if init_from not in ('scratch', 'resume'):  # an HF model reads the tokens of it
     if tokenizer is not None and not same_tokenizer(theirs, tokenizer):  # theirs None: the model load says why
         fail(f"{data_dir} holds tokens of another tokenizer than {init_from}'s: prepare the data in the model's "
              f"tokens (`python prepare_owt.py` for GPT-2, `--tokenizer={init_from}` for another model)")
+if mask_eot_targets and 'eot_token' not in meta:  # after the tokenizer: data in another one's tokens says so first
+    fail(f"mask_eot_targets needs the end-of-text id from {meta_path}: prepare the data with "
+         f"`python prepare_owt.py` or set --mask_eot_targets=False")
 
 
 def windows(split, ix):
