@@ -402,9 +402,12 @@ def not_utf8(key, path, chunk=16 << 20, subject=None):
             pass
     with open(path, 'rb') as f:  # only on failure: find the line, one at a time
         for n, line in enumerate(f, 1):
+            if b'\0' in line and utf16_without_mark(path):
+                raise FlagError(f"{subject} holds a NUL byte on line {n}: it is UTF-16 text without a byte-order "
+                                f"mark: convert it first (`iconv -f utf-16le -t utf-8 {path} > {utf8}`) and pass {utf8}")
             if b'\0' in line:
-                raise FlagError(f"{subject} holds a NUL byte on line {n}: it is binary, or UTF-16 text without "
-                                f"a byte-order mark (then `iconv -f utf-16le -t utf-8 {path} > {utf8}`); pass UTF-8 text")
+                raise FlagError(f"{subject} holds a NUL byte on line {n}: it is binary (a token file, a "
+                                f"checkpoint?), not text; pass a UTF-8 text file")
             try:
                 line.decode('utf-8')
             except UnicodeDecodeError as e:
@@ -778,7 +781,7 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                 loose.append(arg)
             else:
                 raise FlagError(f"unexpected argument {arg!r}: {prog} takes flags written --key=value "
-                                 f"(`python {prog} --help` lists them)")
+                                 f"(`python {prog} --help` lists them)" + path_flag_hint(arg, flags))
             continue
         key, has_value, raw = arg[2:].partition('=')
         spec = known(key, flags, prog, "on the command line")
@@ -900,6 +903,15 @@ def missing_config_hint(path):
     return " (arguments that are not --key=value name config files)"
 
 
+def path_flag_hint(arg, flags):
+    """For a loose argument that is a folder or a file: the flag that names one, as a suggestion."""
+    data = os.path.isfile(os.path.join(arg, 'meta.json'))  # a prepared data folder, else a run's or any folder
+    usual = [key for key in (('data_dir', 'out_dir') if data else ('out_dir', 'data_dir')) if key in flags]
+    kinds = ('run', 'dir', 'out') if os.path.isdir(arg) else ('file', 'text') if os.path.isfile(arg) else ()
+    named = (usual if os.path.isdir(arg) else []) + [key for kind in kinds for key, spec in flags.items() if spec.path == kind]
+    return f"; a {'folder' if os.path.isdir(arg) else 'file'} is named with a flag, e.g. --{named[0]}={arg}" if named else ""
+
+
 def split_value(argv, at, flags, positional=None):
     """For a loose word right after a --key=value flag that takes text, and no file of that name: the
     sentence for a value the shell split at its spaces (--start=Once upon a time), else None. A script
@@ -916,6 +928,16 @@ def split_value(argv, at, flags, positional=None):
             f"is quoted, so quote it whole: --{key}={shlex.quote(whole)}")
 
 
+def utf16_without_mark(path):
+    """Whether a file's first bytes read as UTF-16 little-endian text without its byte-order mark: nearly
+    every other byte NUL, after printable ASCII or a line end (a letter beyond ASCII may stand between)."""
+    with open(path, 'rb') as f:
+        head = f.read(512)
+    pairs = len(head) // 2
+    text = sum(head[2 * k + 1] == 0 and (32 <= head[2 * k] < 127 or head[2 * k] in b'\t\r\n') for k in range(pairs))
+    return pairs > 0 and text >= 0.9 * pairs
+
+
 def read_file(path, values, flags, prog):
     if not path.strip():
         raise FlagError(f"argument {path!r} is blank (a space after a backslash that ends a line?): remove it")
@@ -924,9 +946,8 @@ def read_file(path, values, flags, prog):
     if clean != path and os.path.isfile(clean):
         raise FlagError(f"{named} holds spaces or invisible characters around the file name: write {clean}")
     if os.path.isdir(path):
-        where = next((k for k in ('out_dir', 'data_dir') if k in flags), None)
-        hint = f"; a folder is named with a flag, e.g. --{where}={path}" if where else ""
-        raise FlagError(f"{named} is a folder, not a config file (a file such as config/taper_internal_512.py){hint}")
+        raise FlagError(f"{named} is a folder, not a config file (a file such as config/taper_internal_512.py)"
+                        f"{path_flag_hint(path, flags)}")
     piped = os.path.exists(path) and stat.S_ISFIFO(os.stat(path).st_mode)  # train.py <(printf 'max_iters = 8')
     if special_kind(path) and not piped:  # a link to /dev/zero would be read forever
         raise FlagError(f"config file {named} is {special_kind(path)} ({os.path.realpath(path)}), not a file: name "

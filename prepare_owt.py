@@ -155,14 +155,28 @@ def tokenize_split(ds, num_proc=None, tokenizer=None):
                   desc="tokenizing")
 
 
+def hf_model_type(folder):
+    """The model_type an HF folder's config.json names, or None."""
+    try:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8-sig") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return config.get("model_type") if isinstance(config, dict) else None
+
+
 def load_tokenizer(name_or_dir):
     """AutoTokenizer.from_pretrained(name_or_dir), refused in one sentence when it cannot be loaded or
     has no end-of-sequence token to separate documents with."""
     from transformers import AutoTokenizer
     files = ("tokenizer.json", "tokenizer_config.json")
     if os.path.isdir(name_or_dir) and not any(os.path.isfile(os.path.join(name_or_dir, f)) for f in files):
+        gpt2 = hf_model_type(name_or_dir) == "gpt2"  # a GPT-2 model saved alone: its tokens are GPT-2's BPE
         raise SystemExit(f"{name_or_dir} is not a tokenizer folder written by save_pretrained (it has no "
-                         f"tokenizer.json or tokenizer_config.json)")
+                         f"tokenizer.json or tokenizer_config.json)" +
+                         (": it holds a GPT-2 model, whose tokens are GPT-2's BPE, which prepare_owt.py writes "
+                          "without --tokenizer, so drop it" if gpt2 else
+                          ": pass the folder the model's tokenizer was saved to, or its hub name"))
     if not os.path.isdir(name_or_dir) and name_or_dir.startswith((".", "/", "~")):
         raise SystemExit(f"no folder at {name_or_dir}: pass a folder written by save_pretrained, or a hub "
                          f"name such as HuggingFaceTB/SmolLM2-135M")

@@ -1075,6 +1075,23 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "the shell splits a value at its spaces unless it is quoted, so quote it whole: --start='Once upon a time'", None),
     ('train: a run name the shell split', 'train.py', [*T, '--wandb_run_name=first', 'try'],
      "--wandb_run_name=first is followed by 'try'", None),
+    ('fold: a run folder given without its flag', 'fold.py', ['{root}/trun'],
+     'takes flags written --key=value (`python fold.py --help` lists them); a folder is named with a flag, e.g. --out_dir=',
+     None),
+    ('evaluate: a data folder given without its flag', 'evaluate.py', ['--device=cpu', '{data}'],
+     'is a folder, not a config file (a file such as config/taper_internal_512.py); a folder is named with a flag, e.g. '
+     '--data_dir=', None),
+    ('prepare_owt: the input file given without its flag', 'prepare_owt.py', ['{shared}/openwebtext/sample.jsonl'],
+     'a file is named with a flag, e.g. --input_file=', None),
+    ('prepare_owt: a GPT-2 model folder saved without its tokenizer as --tokenizer', 'prepare_owt.py',
+     [*OWT, '--tokenizer={root}/hf'], "whose tokens are GPT-2's BPE, which prepare_owt.py writes without --tokenizer", None),
+    ('prepare_owt: a Llama model folder saved without its tokenizer as --tokenizer', 'prepare_owt.py',
+     [*OWT, '--tokenizer={root}/llama'], "pass the folder the model's tokenizer was saved to, or its hub name", None),
+    ('sample: a token file as the prompt file', 'sample.py', ['--out_dir={root}/run', '--start=FILE:{data}/train.bin'],
+     'it is binary (a token file, a checkpoint?), not text; pass a UTF-8 text file', None),
+    ('prepare_tinystories: UTF-16 text without its byte-order mark', 'prepare_tinystories.py',
+     ['--input_file={root}/utf16le.txt', '--vocab_size=512', '--out_dir={root}/p16'],
+     'is UTF-16 text without a byte-order mark: convert it first (`iconv -f utf-16le -t utf-8', None),
 ]
 
 
@@ -1150,6 +1167,7 @@ def make_workspace(root, data_dir):
     open(f'{root}/binary.txt', 'wb').write(bytes(range(256)) * 8)
     open(f'{root}/latin1.txt', 'w', encoding='latin-1').write('One day.\n\nA story.\nThe caf\u00e9 was open.\n')
     open(f'{root}/utf16.txt', 'w', encoding='utf-16').write('Once upon a time.\n\nThe end.\n')
+    open(f'{root}/utf16le.txt', 'w', encoding='utf-16-le').write('Once upon a time.\n\nThe end.\n')  # no mark
     open(f'{root}/latin1.jsonl', 'w', encoding='latin-1').write('{"text": "fine"}\n{"text": "caf\u00e9"}\n')
     open(f'{root}/cut_utf8.jsonl', 'wb').write('{"input_ids": [1]}\n{"input_ids": [2]} \u00e9'.encode()[:-1])
     open(f'{root}/small.txt', 'w').write(open(SHARED / 'tinystories' / 'train_sample.txt').read()[:20_000])
