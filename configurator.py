@@ -753,7 +753,7 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
         if arg == '--':
             raise FlagError(f"`--` is not a flag of {prog}: only reproduce.py passes the arguments after -- on to "
                             f"train.py; write --key=value")
-        if arg[:1] in '\u2010\u2011\u2012\u2013\u2014\u2015\u2212' and arg[1:2] != '':
+        if arg[:1] in DASHES and arg[1:2] != '':
             raise FlagError(f"{arg!r} starts with {arg[0]!r}, not '--' (text pasted from a PDF or a web page?): "
                             f"type it as --{arg.lstrip(arg[0])}")
         if not arg.startswith('--') and i >= 2 and argv[i - 2].startswith('--') and '=' not in argv[i - 2] \
@@ -912,6 +912,9 @@ def path_flag_hint(arg, flags):
     return f"; a {'folder' if os.path.isdir(arg) else 'file'} is named with a flag, e.g. --{named[0]}={arg}" if named else ""
 
 
+DASHES = '\u2010\u2011\u2012\u2013\u2014\u2015\u2212'  # what a PDF or a web page makes of '--'
+
+
 def split_value(argv, at, flags, positional=None):
     """For a loose word right after a --key=value flag that takes text, and no file of that name: the
     sentence for a value the shell split at its spaces (--start=Once upon a time), else None. A script
@@ -919,8 +922,12 @@ def split_value(argv, at, flags, positional=None):
     key, _, value = argv[at - 1][2:].partition('=') if at and argv[at - 1].startswith('--') else ('', '', '')
     if key not in flags or flags[key].type is not str or flags[key].choices or not value:
         return None
-    words = list(itertools.takewhile(lambda w: not w.startswith('-') and not os.path.exists(w)
-                                     and not w.lower().endswith('.py') and not (positional and '/' in w), argv[at:]))
+    if flags[key].path and os.path.exists(os.path.expanduser(value)):  # a path that is there: the value is whole
+        return None
+    def word(w):  # a bare word: not a flag (nor one pasted with a dash), a path, a config file or a quoted phrase
+        return (w.strip() and w == w.strip() and not any(c.isspace() for c in w) and w[0] not in '-' + DASHES
+                and not os.path.exists(w) and not w.lower().endswith('.py') and not (positional and '/' in w))
+    words = list(itertools.takewhile(word, argv[at:]))
     if not words:
         return None
     whole = ' '.join([value, *words])

@@ -652,7 +652,8 @@ def renamed_checkpoint(folder, name):
     if not any(word in name for word in FOLDED_WORDS):  # a training checkpoint: not a folded model in its place
         there = [f for f in there if not any(word in f for word in FOLDED_WORDS)]
     near = [f for f in there if f == name + '.pt'] or difflib.get_close_matches(name, there, n=1, cutoff=0.75)
-    if not near and len(there) == 1 and 'ckpt' in there[0]:  # the one checkpoint there, under a name of its own
+    if not near and len(there) == 1 and 'ckpt' in there[0] and not any(word in name for word in FOLDED_WORDS):
+        # the one checkpoint there, under a name of its own (a folded one missing: fold_hint says what to do)
         near = there  # (ckpt_backup.pt)
     return near[0] if near else None
 
