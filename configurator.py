@@ -781,7 +781,7 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                 loose.append(arg)
             else:
                 raise FlagError(f"unexpected argument {arg!r}: {prog} takes flags written --key=value "
-                                 f"(`python {prog} --help` lists them)" + path_flag_hint(arg, flags))
+                                 f"(`python {prog} --help` lists them)" + path_flag_hint(arg, flags, prog))
             continue
         key, has_value, raw = arg[2:].partition('=')
         spec = known(key, flags, prog, "on the command line")
@@ -903,8 +903,14 @@ def missing_config_hint(path):
     return " (arguments that are not --key=value name config files)"
 
 
-def path_flag_hint(arg, flags):
-    """For a loose argument that is a folder or a file: the flag that names one, as a suggestion."""
+def path_flag_hint(arg, flags, prog=None):
+    """For a loose argument that is a folder or a file: the flag that names one, as a suggestion; for a
+    run's folder, the command that reads that run where the script's --out_dir would not (train.py's is
+    a resume, memory.py plans a run through train.py, bench.py reads the checkpoint file)."""
+    if os.path.isfile(os.path.join(arg, 'ckpt.pt')) and prog in ('train.py', 'memory.py', 'bench.py'):
+        return {'train.py': f"; a run's folder is continued with --init_from=resume --out_dir={arg}",
+                'memory.py': f"; a run's plan is `python train.py --init_from=resume --out_dir={arg} --memory_plan`",
+                'bench.py': f"; a run's checkpoint is named with --ckpt={os.path.join(arg, 'ckpt.pt')}"}[prog]
     data = os.path.isfile(os.path.join(arg, 'meta.json'))  # a prepared data folder, else a run's or any folder
     usual = [key for key in (('data_dir', 'out_dir') if data else ('out_dir', 'data_dir')) if key in flags]
     kinds = ('run', 'dir', 'out') if os.path.isdir(arg) else ('file', 'text') if os.path.isfile(arg) else ()
@@ -954,7 +960,7 @@ def read_file(path, values, flags, prog):
         raise FlagError(f"{named} holds spaces or invisible characters around the file name: write {clean}")
     if os.path.isdir(path):
         raise FlagError(f"{named} is a folder, not a config file (a file such as config/taper_internal_512.py)"
-                        f"{path_flag_hint(path, flags)}")
+                        f"{path_flag_hint(path, flags, prog)}")
     piped = os.path.exists(path) and stat.S_ISFIFO(os.stat(path).st_mode)  # train.py <(printf 'max_iters = 8')
     if special_kind(path) and not piped:  # a link to /dev/zero would be read forever
         raise FlagError(f"config file {named} is {special_kind(path)} ({os.path.realpath(path)}), not a file: name "

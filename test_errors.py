@@ -1092,6 +1092,13 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_tinystories: UTF-16 text without its byte-order mark', 'prepare_tinystories.py',
      ['--input_file={root}/utf16le.txt', '--vocab_size=512', '--out_dir={root}/p16'],
      'is UTF-16 text without a byte-order mark: convert it first (`iconv -f utf-16le -t utf-8', None),
+    # thirtieth sweep
+    ("memory: a run's folder as a bare argument", 'memory.py', ['{root}/run'],
+     "a run's plan is `python train.py --init_from=resume --out_dir=", None),
+    ("train: a run's folder as a bare argument", 'train.py', ['{root}/run'],
+     "a run's folder is continued with --init_from=resume --out_dir=", None),
+    ("bench: a run's folder as a bare argument", 'bench.py', ['{root}/run', '--device=cpu'],
+     "a run's checkpoint is named with --ckpt=", None),
 ]
 
 
