@@ -111,6 +111,14 @@ if init_from.strip().lower() in ('resume', 'scratch'):
     fail(f"bench.py has no --init_from={init_from}: it times a run's checkpoint (--ckpt=<run>/ckpt.pt), an HF "
          f"model (--init_from=<name or folder>) or random weights (neither)")
 if init_from and os.path.isfile(os.path.join(init_from, 'ckpt.pt')):
+    try:  # a GPT-2-layout run is timed only as an HF model: the one it was fine-tuned from
+        held = torch.load(os.path.join(init_from, 'ckpt.pt'), map_location='cpu', weights_only=True, mmap=True)
+        run_arch, origin = held['model_args'].get('arch'), (held.get('config') or {}).get('init_from', 'scratch')
+    except Exception:  # an unreadable checkpoint: --ckpt names it, and loading it there says what is wrong
+        run_arch, origin = None, 'scratch'
+    if run_arch == 'gpt2' and origin not in ('scratch', 'resume'):
+        fail(f"{init_from} is a run of this repository in GPT-2's layout, which bench.py times only as an HF model: "
+             f"e.g. --init_from={origin}, the model this run was fine-tuned from")
     fail(f"{init_from} is a run of this repository, not an HF model: time its checkpoint with "
          f"--ckpt={os.path.join(init_from, 'ckpt.pt')}")
 if init_from:

@@ -527,13 +527,18 @@ def fold_hint(out_dir):
     """What to do when out_dir has no ckpt_folded.pt: fold the run, unless its model has no norm that
     folds (a Baseline, or DyT), whose own ckpt.pt is the model to use."""
     try:
-        args = torch.load(os.path.join(out_dir, 'ckpt.pt'), map_location='cpu', weights_only=True, mmap=True)['model_args']
+        ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), map_location='cpu', weights_only=True, mmap=True)
+        args = ckpt['model_args']
     except Exception:  # no readable run beside it: folding it is still the way to a folded checkpoint
-        args = None
+        ckpt, args = None, None
     if isinstance(args, dict) and (args.get('norm') == 'dyt' or args.get('taper', 'none') == 'none'
                                    and not args.get('fakeln')):
         kind = 'a DyT run' if args.get('norm') == 'dyt' else 'a Baseline run (its norms stay)'
         return f"{out_dir} is {kind}, which has no norm that folds, so no folded checkpoint: use its ckpt.pt (drop --ckpt)"
+    if isinstance(ckpt, dict) and taper_note(ckpt):  # mid-taper, or FakeLN removals left: fold.py refuses it yet
+        return (f"{out_dir}'s run has not reached its norm-free end (iter {ckpt.get('iter_num')}), which is what folds: "
+                f"train it on with `python train.py --init_from=resume --out_dir={out_dir}`, then fold it; or "
+                f"sample its ckpt.pt as it is (drop --ckpt)")
     return f"fold the run first with `python fold.py --out_dir={out_dir}`"
 
 

@@ -398,8 +398,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'binary.txt holds a NUL byte on line 1', None),
     ('sample: a Latin-1 prompt file', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=FILE:{root}/latin1.txt'],
      'latin1.txt is not UTF-8 text (line 4', None),
-    ('sample: folded checkpoint not made yet', 'sample.py', ['--out_dir={root}/half', '--ckpt=ckpt_folded.pt', '--device=cpu'],
-     'fold the run first', None),
+    ('sample: folded checkpoint not made yet', 'sample.py', ['--out_dir={root}/reprep_run', '--ckpt=ckpt_folded.pt',
+                                                             '--device=cpu'], 'fold the run first', None),
+    ('sample: the folded checkpoint of a run still mid-taper', 'sample.py',
+     ['--out_dir={root}/half', '--ckpt=ckpt_folded.pt', '--device=cpu'],
+     "run has not reached its norm-free end (iter 20), which is what folds: train it on with", None),
     ("sample: a Baseline run's folded checkpoint", 'sample.py', ['--out_dir={root}/run', '--ckpt=ckpt_folded.pt',
                                                                  '--device=cpu'],
      'is a Baseline run (its norms stay), which has no norm that folds, so no folded checkpoint: use its ckpt.pt', None),
@@ -1099,6 +1102,15 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "a run's folder is continued with --init_from=resume --out_dir=", None),
     ("bench: a run's folder as a bare argument", 'bench.py', ['{root}/run', '--device=cpu'],
      "a run's checkpoint is named with --ckpt=", None),
+    ('a resume that ends the run before its taper does', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/half', '--max_iters=24', '--device=cpu'],
+     "a resume that ends the run sooner moves taper_end as well, which changes the run's schedule: --taper_end=24 "
+     "--reschedule", None),
+    ('train: a folder inside the data folder as data_dir', 'train.py', [*TINY, '--data_dir={data}/tokenizer',
+                                                                        '--out_dir={root}/fresh'],
+     '/tokenizer lies inside the data folder', None),
+    ("bench: a GPT-2 fine-tune's run folder as the HF model", 'bench.py', ['--init_from={root}/gpt2ft', '--device=cpu'],
+     "in GPT-2's layout, which bench.py times only as an HF model: e.g. --init_from=", None),
 ]
 
 
@@ -1562,6 +1574,10 @@ def make_workspace(root, data_dir):
     os.remove(f'{root}/foldedkept/ckpt.pt')
     shutil.copytree(f'{root}/run', f'{root}/backuprun')  # the checkpoint renamed by hand to a name of its own
     os.rename(f'{root}/backuprun/ckpt.pt', f'{root}/backuprun/ckpt_backup.pt')
+    shutil.copytree(f'{root}/gpt2scratch', f'{root}/gpt2ft')  # a GPT-2 run as a fine-tune of {root}/hf records it
+    ckpt = torch.load(f'{root}/gpt2scratch/ckpt.pt', weights_only=True)
+    ckpt['config']['init_from'] = f'{root}/hf'
+    torch.save(ckpt, f'{root}/gpt2ft/ckpt.pt')
     shutil.copytree(f'{root}/run', f'{root}/emptylog')  # a finished run whose log was emptied
     open(f'{root}/emptylog/log.jsonl', 'w').close()
 

@@ -332,7 +332,10 @@ def check_config():
         return
     if taper != 'none' and not 0 <= taper_start < taper_end <= max_iters:
         fail(f"the taper needs 1 <= taper_start < taper_end <= max_iters, not taper_start={taper_start}, "
-             f"taper_end={taper_end}, max_iters={max_iters}: otherwise the gate jumps or never reaches 0")
+             f"taper_end={taper_end}, max_iters={max_iters}: otherwise the gate jumps or never reaches 0"
+             + (f"; a resume that ends the run sooner moves taper_end as well, which changes the run's schedule: "
+                f"--taper_end={max_iters} --reschedule" if init_from == 'resume' and taper_start < max_iters < taper_end
+                else ""))
     if aux_loss == 'fixed' and not 0 <= taper_start < max_iters:
         fail(f"the fixed-target loss freezes s_tgt at taper_start={taper_start}, which must lie inside "
              f"the run's max_iters={max_iters}")
@@ -603,6 +606,10 @@ def token_file(split):
         if init_from == 'resume':
             fail(f"cannot resume: {e}: pass --data_dir=<the folder the run was trained on>"
                  + (f" (its checkpoint names {held})" if held and held != data_dir else ""))
+        parent = os.path.dirname(os.path.normpath(data_dir))
+        if all(os.path.isfile(os.path.join(parent, f)) for f in ('meta.json', f'{split}.bin')):  # its tokenizer/
+            fail(f"{e}: {data_dir} lies inside the data folder {parent}, which holds the tokens: pass "
+                 f"--data_dir={parent}")
         fail(f"{e}: prepare the data with `python {prepare_cmd}` (or set data_dir)")
     except ValueError as e:
         fail(f"{e}: prepare it again with `python {prepare_cmd}`")
