@@ -80,6 +80,16 @@ def fail(message):
     sys.exit(1)
 
 
+def gpt2_run(what, origin):
+    """The sentence for a run of GPT-2's layout, which bench.py times only as an HF model: the one a
+    fine-tune started from (origin, its init_from), or none for a run trained from scratch."""
+    return (f"{what} holds a GPT-2-layout model: bench.py times runs of the Llama layout (TinyStories runs), and a "
+            f"GPT-2 only as an HF model, " + (f"e.g. --init_from={origin}, the model this run was fine-tuned from"
+                                             if origin not in ('scratch', 'resume') else
+                                             "which a run trained from scratch is not (train with --arch=llama to "
+                                             "time one)"))
+
+
 SHAPE = {key: globals()[key].default for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size')}
 try:
     configure_globals(globals(), sys.argv[1:])
@@ -116,9 +126,8 @@ if init_from and os.path.isfile(os.path.join(init_from, 'ckpt.pt')):
         run_arch, origin = held['model_args'].get('arch'), (held.get('config') or {}).get('init_from', 'scratch')
     except Exception:  # an unreadable checkpoint: --ckpt names it, and loading it there says what is wrong
         run_arch, origin = None, 'scratch'
-    if run_arch == 'gpt2' and origin not in ('scratch', 'resume'):
-        fail(f"{init_from} is a run of this repository in GPT-2's layout, which bench.py times only as an HF model: "
-             f"e.g. --init_from={origin}, the model this run was fine-tuned from")
+    if run_arch == 'gpt2':
+        fail(gpt2_run(f"{init_from} is a run of this repository, not an HF model, and", origin))
     fail(f"{init_from} is a run of this repository, not an HF model: time its checkpoint with "
          f"--ckpt={os.path.join(init_from, 'ckpt.pt')}")
 if init_from:
@@ -168,12 +177,7 @@ def build_variants():
         except (FileNotFoundError, ValueError) as e:
             fail(f"cannot benchmark: {e}")
         if tapered.config.arch != 'llama':
-            origin = (held.get('config') or {}).get('init_from', 'scratch')
-            fail(f"{ckpt} holds a GPT-2-layout model: bench.py times checkpoints of the Llama layout (TinyStories "
-                 f"runs), and a GPT-2 only as an HF model, "
-                 + (f"e.g. --init_from={origin}, the model this run was fine-tuned from" if origin not in
-                    ('scratch', 'resume') else "which a run trained from scratch is not (train with --arch=llama to "
-                                               "time one)"))
+            fail(gpt2_run(ckpt, (held.get('config') or {}).get('init_from', 'scratch')))
         if tapered.config.folded:
             fail(f"{ckpt} is a folded checkpoint (fold.py's): bench.py folds the run's own model itself, to time it "
                  f"unfused and fused; pass --ckpt=<the run>/ckpt.pt")

@@ -1109,8 +1109,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('train: a folder inside the data folder as data_dir', 'train.py', [*TINY, '--data_dir={data}/tokenizer',
                                                                         '--out_dir={root}/fresh'],
      '/tokenizer lies inside the data folder', None),
+    ("bench: a GPT-2 run trained from scratch, as the HF model", 'bench.py', ['--init_from={root}/gpt2scratch',
+     '--device=cpu'], 'which a run trained from scratch is not (train with --arch=llama to time one)', None),
     ("bench: a GPT-2 fine-tune's run folder as the HF model", 'bench.py', ['--init_from={root}/gpt2ft', '--device=cpu'],
-     "in GPT-2's layout, which bench.py times only as an HF model: e.g. --init_from=", None),
+     "not an HF model, and holds a GPT-2-layout model: bench.py times runs of the Llama layout (TinyStories runs), "
+     "and a GPT-2 only as an HF model, e.g. --init_from=", None),
 ]
 
 
