@@ -738,6 +738,8 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
     loose = []
     given = set()  # the flags set on the command line so far
     set_by, overrides = {}, []  # the config file that set each key; (key, that file, a later one changing it)
+    stale = {}  # a key given after a config file that computed others from it: its value as written
+    read_by = {}  # a key a config file computed others from: (that file, the value it used, those keys, set there)
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -768,7 +770,8 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
             note(f"--{arg[2:].partition('=')[0]} is given twice; the later value, {arg.partition('=')[2]}, is used")
         if not arg.startswith('--'):
             if configs:
-                read = read_file(arg, values, flags, prog)
+                read, derived = read_file(arg, values, flags, prog)
+                read_by.update({key: (arg, used, targets, key in read) for key, (used, targets) in derived.items()})
                 overridden = [k for k in read if k in given and read[k] != values[k]]
                 if overridden:  # in order, the file would undo the flag: never what the flag meant
                     raise FlagError(f"{arg} sets {overridden[0]}, which --{overridden[0]}= before it already set, "
@@ -796,6 +799,15 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
             raise FlagError(split_value(argv, i, flags, positional))
         values[key] = convert(key, raw, spec)
         given.add(key)
+        if key in read_by and values[key] != read_by[key][1]:
+            stale[key] = raw
+    for key, raw in stale.items():  # out_dir = f'out-{n_layer}' in a config file, then --n_layer=2
+        path, used, targets, own = read_by[key]
+        kept = [target for target in targets if target not in given]
+        if kept:
+            raise FlagError(f"{path} computes {', '.join(kept)} from {key} ({used!r} when it ran), and --{key}={raw} "
+                            f"after it changes {key} alone: " + (f"set {key} = {values[key]!r} in {path}" if own else
+                                                                 f"give --{key}={raw} before {path}, which then reads it"))
     if overrides and layered_note:  # stacked config files, e.g. a shell's {a,b}_{64,512} pattern expanded to several
         key, first, later = overrides[0]
         note(f"later config files change {len(overrides)} value(s) that earlier ones set, e.g. {key} of {first} by "
@@ -921,6 +933,20 @@ def path_flag_hint(arg, flags, prog=None):
 DASHES = '\u2010\u2011\u2012\u2013\u2014\u2015\u2212'  # what a PDF or a web page makes of '--'
 
 
+def joined(argv, flags):
+    """argv, already checked by configure, with each `--key value` written `--key=value`: a script that
+    sorts its own arguments into config files and flags reads the value as no config file."""
+    out, i = [], 0
+    while i < len(argv):
+        arg, key = argv[i], argv[i][2:]
+        i += 1
+        if arg.startswith('--') and '=' not in arg and key in flags and flags[key].type is not bool and \
+                i < len(argv) and not argv[i].startswith('--'):
+            arg, i = f"{arg}={argv[i]}", i + 1
+        out.append(arg)
+    return out
+
+
 def split_value(argv, at, flags, positional=None):
     """For a loose word right after a --key=value flag that takes text, and no file of that name: the
     sentence for a value the shell split at its spaces (--start=Once upon a time), else None. A script
@@ -1043,7 +1069,24 @@ def read_file(path, values, flags, prog):
             assigned[key] = convert(key, value, spec)
         except FlagError as e:
             raise FlagError(f"{path}: {e}") from None
-    return assigned
+    return assigned, derived_values(tree, flags, {key: assigned.get(key, values[key]) for key in flags})
+
+
+def derived_values(tree, flags, ran):
+    """For a config file: {a flag it computes other flags' values from: (the value it used, those flags)},
+    following its statements in order, through helper names (out_dir = f'out-{n_layer}', lr_decay_iters =
+    max_iters, if device == 'cpu': compile = False)."""
+    def names(node, ctx):
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+    derived = {}
+    for key in flags:
+        tainted = {key}
+        for statement in tree.body:
+            if names(statement, ast.Load) & tainted:
+                tainted |= names(statement, ast.Store)
+        if tainted & set(flags) - {key}:
+            derived[key] = (ran[key], sorted(tainted & set(flags) - {key}))
+    return derived
 
 
 def usage(flags, prog, doc, configs, positional):

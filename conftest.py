@@ -181,6 +181,7 @@ def serve():
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # not the server's requests: a script reads no input
             for fd, path in ((1, request['out']), (2, request['err'])):
                 os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
             os.chdir(request['cwd'])
@@ -276,6 +277,9 @@ LONGEST_FIRST = ('test_train.py', 'test_errors.py', 'test_safety.py', 'test_clie
 
 
 def pytest_configure(config):
+    # The scripts a test starts read no standard input unless the test gives them some, whatever the
+    # input the suite was started with (a CI runner's pipe; sample.py notes a prompt piped in unasked).
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     if hasattr(config.option, 'loadscopereorder'):
         config.option.loadscopereorder = False
 

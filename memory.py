@@ -41,7 +41,7 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 
 import torch
 
-from configurator import Flag, configure, flag
+from configurator import Flag, configure, flag, joined
 from model import GPT, GPTConfig, SwiGLU
 
 GB = 1e9
@@ -334,6 +334,7 @@ def hf_shaped(config, argv):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     values = configure({**train_flags(), **FLAGS}, argv, 'memory.py', __doc__, configs=True, layered_note=False)
+    argv = joined(argv, {**train_flags(), **FLAGS})  # --nproc 2: its value is no config file
     nproc, gpu_gb = values['nproc'], values['gpu_gb']
     init = values['init_from']
     folder = init if os.path.isdir(init) else os.path.dirname(init) or '.' if os.path.isfile(init) else None

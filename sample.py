@@ -50,6 +50,24 @@ dtype = flag('bfloat16', "'bfloat16' autocasts on CUDA; the CPU always runs floa
 # -----------------------------------------------------------------------------
 
 
+def piped_in():
+    """Whether standard input holds text not yet read: a pipe with bytes waiting (echo ... | python
+    sample.py) or a file redirected in (< prompt.txt); a terminal, /dev/null or an idle pipe does not."""
+    import fcntl
+    import stat
+    import struct
+    import termios
+    try:
+        mode = os.fstat(0).st_mode
+        if stat.S_ISREG(mode):
+            return os.fstat(0).st_size > os.lseek(0, 0, os.SEEK_CUR)
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            return struct.unpack('i', fcntl.ioctl(0, termios.FIONREAD, b'\0' * 4))[0] > 0
+    except OSError:  # no standard input at all, or one that cannot be asked
+        pass
+    return False
+
+
 def fail(message):
     """Stop with one sentence that says what to do."""
     print(message, file=sys.stderr, flush=True)
@@ -79,6 +97,12 @@ if start and not start.startswith('FILE:') and not any(c.isspace() for c in star
 if os.path.isfile(start) or os.path.isfile(os.path.expanduser(start)):  # a path alone is its own text
     fail(f"--start={start} names a file, but reads as the prompt text itself: --start=FILE:{start} reads the "
          f"prompt from the file")
+if not start and piped_in():  # never read: the prompt would be lost without a word
+    print("note: sample.py reads no prompt from standard input, so what is piped in is not read and sampling starts "
+          "a document: pass --start=FILE:/dev/stdin to make it the prompt")
+if start == 'FILE:-' and not os.path.exists('-'):
+    fail("--start=FILE:- names a file called -, and there is none: standard input is read with "
+         "--start=FILE:/dev/stdin")
 if start.startswith('FILE:'):
     prompt_file = os.path.expanduser(start[5:].strip())  # FILE: prompt.txt; a ~ the shell left, after the colon
     if os.path.isdir(prompt_file):

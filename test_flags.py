@@ -288,6 +288,54 @@ def test_stacked_config_files_say_which_decides(capsys, tmp_path):
     assert capsys.readouterr().out == ''
 
 
+def test_a_flag_after_a_config_file_that_computed_from_it_is_refused_with_advice_that_works(tmp_path):
+    """A config file runs as Python once, when it is read: `out_dir = f'out-{n_layer}'` uses the n_layer
+    it sees then. A later --n_layer=2 would leave out_dir at the old layer count, so it is one sentence
+    naming what the file computed, with advice that gives the file's own formula the new value; a value
+    the file computed from a helper name or in a branch counts too, and the flag is fine once each
+    computed value is given as well, or when nothing is computed from it."""
+    flags = dict(n_layer=configurator.flag(8, "layers", min=1), out_dir=configurator.flag('out', "folder"),
+                 max_iters=configurator.flag(10, "steps", min=1), lr_decay_iters=configurator.flag(10, "steps", min=1),
+                 device=configurator.flag('', "device"), compile=configurator.flag(True, "compile"))
+    files = {'reads.py': "out_dir = 'out-' + str(n_layer)\n",
+             'sets.py': "max_iters = 5000\n_steps = max_iters\nlr_decay_iters = _steps\n",
+             'branch.py': "if device == 'cpu':\n    compile = False\n",
+             'plain.py': "n_layer = 4\nprint('a config may print')\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    path = {name: str(tmp_path / name) for name in files}
+    for argv, said in (([path['reads.py'], '--n_layer=2'], f"computes out_dir from n_layer (8 when it ran), and "
+                        f"--n_layer=2 after it changes n_layer alone: give --n_layer=2 before {path['reads.py']}"),
+                       ([path['sets.py'], '--max_iters', '100'], f"computes lr_decay_iters from max_iters (5000 when "
+                        f"it ran), and --max_iters=100 after it changes max_iters alone: set max_iters = 100 in "
+                        f"{path['sets.py']}"),
+                       ([path['branch.py'], '--device=cpu'], "computes compile from device ('' when it ran)")):
+        with pytest.raises(configurator.FlagError) as e:
+            configurator.configure(flags, argv, 'x.py', None, configs=True)
+        assert said in str(e.value) and '\n' not in str(e.value), str(e.value)
+    values = configurator.configure(flags, ['--n_layer=2', path['reads.py']], 'x.py', None, configs=True)
+    assert (values['n_layer'], values['out_dir']) == (2, 'out-2')  # the advice: the file's formula at n_layer=2
+    (tmp_path / 'sets.py').write_text(files['sets.py'].replace('5000', '100'))
+    assert configurator.configure(flags, [path['sets.py']], 'x.py', None, configs=True)['lr_decay_iters'] == 100
+    assert configurator.configure(flags, ['--device=cpu', path['branch.py']], 'x.py', None, configs=True)['compile'] is False
+    for argv in ([path['reads.py'], '--n_layer=2', '--out_dir=mine'], [path['reads.py'], '--n_layer=8'],
+                 [path['plain.py'], '--n_layer=2']):  # each computed value given too, the same value, none computed
+        configurator.configure(flags, argv, 'x.py', None, configs=True)
+
+
+def test_a_script_that_sorts_its_own_arguments_reads_a_flag_written_with_a_space(capsys):
+    """`--key value` is read as `--key=value` by the flag layer; memory.py, which also sorts its
+    arguments into config files and flags itself, plans the same as for `--key=value`."""
+    import memory
+    for spaced, joined in ((['config/quick_cpu.py', '--nproc', '2'], ['config/quick_cpu.py', '--nproc=2']),
+                           (['config/quick_cpu.py', 'config/baseline_64.py', '--summary', '--n_layer', '2'],
+                            ['config/quick_cpu.py', 'config/baseline_64.py', '--summary', '--n_layer=2'])):
+        memory.main([str(ROOT / a) if a.startswith('config/') else a for a in spaced])
+        got = capsys.readouterr().out
+        memory.main([str(ROOT / a) if a.startswith('config/') else a for a in joined])
+        assert got == capsys.readouterr().out and ('per rank of 2' in got or got.count('| `') == 2), got
+
+
 def test_under_torchrun_rank_0_alone_speaks(monkeypatch, capsys):
     """Every rank reads the same flags and meets the same mistake: a note or a refusal is said once, by
     rank 0. A rank whose peer process died (gloo's 'Connection reset by peer' in a collective) stops with
@@ -331,6 +379,28 @@ def test_a_config_file_or_a_prompt_through_a_pipe_is_read(tmp_path):
                           input='Once upon a time', capture_output=True, text=True, timeout=120,
                           env={**os.environ, 'HF_HUB_OFFLINE': '1'})
     assert 'could not download gpt2' in proc.stderr, proc.stderr  # past the prompt, read: the model is next
+
+
+def test_a_prompt_piped_in_without_being_asked_for_is_noted_and_file_dash_is_one_sentence(tmp_path):
+    """sample.py reads a prompt from standard input only when --start=FILE:/dev/stdin asks: text piped
+    in or redirected from a file without it is noted, naming that flag, while an idle or empty input
+    says nothing; --start=FILE:- (other tools' name for standard input) is one sentence naming it."""
+    import subprocess
+    prompt = tmp_path / 'prompt.txt'
+    prompt.write_text('Once upon a time')
+    said = 'pass --start=FILE:/dev/stdin to make it the prompt'
+    env = {**os.environ, 'HF_HUB_OFFLINE': '1'}
+    for stdin, start, noted in (('Once upon a time', None, True), (prompt, None, True), ('', None, False),
+                                (subprocess.DEVNULL, None, False), ('Once', 'Once', False)):
+        extra = dict(input=stdin) if isinstance(stdin, str) else dict(stdin=stdin if stdin is subprocess.DEVNULL
+                                                                                   else open(stdin))
+        proc = subprocess.run([sys.executable, 'sample.py', '--init_from=gpt2', *([f'--start={start}'] if start else [])],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120, env=env, **extra)
+        assert (said in proc.stdout) == noted and 'could not download gpt2' in proc.stderr, (stdin, proc.stdout, proc.stderr)
+    proc = subprocess.run([sys.executable, 'sample.py', '--init_from=gpt2', '--start=FILE:-'], cwd=ROOT,
+                          input='Once', capture_output=True, text=True, timeout=120, env=env)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and 'standard input is read with --start=FILE:/dev/stdin' in lines[0]
 
 
 def test_runs_that_are_not_what_they_seem_are_said(tmp_path, data_dir):
