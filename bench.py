@@ -130,6 +130,10 @@ if init_from and os.path.isfile(os.path.join(init_from, 'ckpt.pt')):
         fail(gpt2_run(f"{init_from} is a run of this repository, not an HF model, and", origin))
     fail(f"{init_from} is a run of this repository, not an HF model: time its checkpoint with "
          f"--ckpt={os.path.join(init_from, 'ckpt.pt')}")
+if init_from and os.path.isfile(init_from) and init_from.endswith('.pt'):
+    training = os.path.join(os.path.dirname(init_from), 'ckpt.pt')  # a folded one's run: bench.py folds it itself
+    fail(f"--init_from={init_from} names a checkpoint file, and bench.py times a run's checkpoint with "
+         f"--ckpt={training if os.path.isfile(training) else init_from}")
 if init_from:
     try:
         hf_arch = pretrained_config(init_from).arch

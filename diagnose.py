@@ -37,7 +37,8 @@ import torch.nn.functional as F
 from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    replaced_run, run_checkpoint, taper_note)
-from tokens import data_tokenizer, load_tokenizer, open_tokens, other_tokens, prepare_command, read_meta, same_tokenizer
+from tokens import (data_tokenizer, inner_data, load_tokenizer, open_tokens, other_tokens, prepare_command, read_meta,
+                    same_tokenizer)
 
 
 SPLITS = ('val', 'train', 'pile', 'pile_filtered')  # what prepare_tinystories.py and prepare_owt.py write
@@ -49,7 +50,7 @@ def fail(message):
     sys.exit(1)
 
 
-def tokens_of(data_dir, split):
+def tokens_of(data_dir, split, tokenizer):
     if not os.path.isdir(data_dir):
         fail(f"no data folder at {data_dir}: pass --data_dir, the folder the run was trained on")
     try:
@@ -57,7 +58,7 @@ def tokens_of(data_dir, split):
     except FileNotFoundError as e:
         there = [s for s in SPLITS if os.path.isfile(os.path.join(data_dir, f'{s}.bin'))]
         fail(f"{e}: choose --split among the splits {data_dir} holds ({', '.join(there)})" if there else
-             f"{e}: pass --data_dir, the folder the run was trained on")
+             f"{e}: {inner_data(data_dir, split, tokenizer=tokenizer) or 'pass --data_dir, the folder the run was trained on'}")
     except ValueError as e:
         fail(f"cannot diagnose: {e}; prepare the data again with `python {prepare_command(data_dir)}`")
 
@@ -367,7 +368,7 @@ def main(argv=None):
     data_dir = args.data_dir or (ckpt.get('config') or {}).get('data_dir')
     if not data_dir:
         fail(f"{path} names no data folder: pass --data_dir, the folder the run was trained on")
-    data = tokens_of(data_dir, args.split)
+    data = tokens_of(data_dir, args.split, ckpt.get('tokenizer'))
     try:
         theirs = data_tokenizer(data_dir, read_meta(data_dir), model.config.arch)
     except (OSError, KeyError, ValueError):

@@ -35,10 +35,10 @@ import torch
 from tqdm import tqdm
 
 from configurator import FlagError, configure_globals, flag
-from hf import from_pretrained, init_from_conflict, is_export, tokenizer_reference
+from hf import export_source, from_pretrained, init_from_conflict, is_export, tokenizer_reference
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    pick_device, replaced_run, run_checkpoint, taper_note)
-from tokens import data_tokenizer, open_tokens, prepare_command, raw_text, read_meta, same_tokenizer
+from tokens import data_tokenizer, inner_data, open_tokens, prepare_command, raw_text, read_meta, same_tokenizer
 
 # -----------------------------------------------------------------------------
 init_from = flag('resume', "'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family name or "
@@ -245,7 +245,8 @@ if not os.path.isdir(data_dir):
     fail(f"no folder {data_dir}: {data_advice(tokenizer)}")
 present = [(key, name, split) for key, name, split in SETS if os.path.isfile(f"{data_dir}/{split}.bin")]
 if not present:
-    fail(raw_text(data_dir) or f"{data_dir} has none of val.bin, pile.bin, pile_filtered.bin: {data_advice(tokenizer)}")
+    fail(raw_text(data_dir) or f"{data_dir} has none of val.bin, pile.bin, pile_filtered.bin: "
+         f"{inner_data(data_dir, 'val', tokenizer=tokenizer) or data_advice(tokenizer)}")
 missing = [f"{split}.bin" for key, name, split in SETS if (key, name, split) not in present]
 if missing:  # scored as '-': said, so that a missing set is not read as one left out on purpose
     print(f"note: {data_dir} has no {' or '.join(missing)}, so the table shows '-' for "
@@ -254,6 +255,12 @@ try:
     meta = read_meta(data_dir)
 except ValueError as e:
     fail(f"cannot evaluate: {e}: prepare the data again with `python {prepare_command(data_dir)}`")
+if meta.get('tokenizer') == 'sentencepiece':  # prepare_tinystories.py's: its val.bin is no OpenWebText
+    run = os.path.dirname(export_source(init_from) or '') if init_from != 'resume' else ''
+    fail(f"cannot evaluate: {data_dir} is TinyStories data (prepare_tinystories.py's), and evaluate.py scores "
+         f"OpenWebText and the Pile (prepare_owt.py's): " +
+         (f"diagnose.py --out_dir={shlex.quote(run)} scores the run {init_from} was exported from on TinyStories"
+          if run else data_advice(tokenizer)))
 sets = {key: open_set(split) for key, _, split in present}
 check_tokenizer(tokenizer, meta)
 # The paper scores 1024-token chunks; a model with a shorter context gets chunks of its block_size.

@@ -49,7 +49,11 @@ def init_from_conflict(init_from, out_dir, ckpt, does):
     if init_from != 'resume' and (out_dir != 'out' or ckpt != 'ckpt.pt'):
         flag = f"--out_dir={out_dir}" if out_dir != 'out' else f"--ckpt={ckpt}"
         return f"{flag} names a run's file, but --init_from={init_from} loads an HF model: drop one of them"
-    return None
+    if init_from != 'resume' and os.path.isfile(init_from) and init_from.endswith('.pt'):  # a run's checkpoint file
+        folder, name = os.path.split(init_from)
+        return (f"--init_from={init_from} names a checkpoint file, and {does.split()[0]} reads a run's checkpoint "
+                f"from its folder: --out_dir={folder or '.'}" + (f" --ckpt={name}" if name != 'ckpt.pt' else ""))
+    return local_mistake(init_from) if init_from != 'resume' else None
 
 
 def offline_without_network():
@@ -78,42 +82,56 @@ def adapter_base(folder):
     return base if isinstance(base, str) and base else None
 
 
-def load_hf(hf_class, name_or_dir):
-    """hf_class.from_pretrained(name_or_dir), or one sentence that says what to do instead."""
-    from transformers.utils import logging
-    logging.disable_progress_bar()  # a weight-loading bar on stderr is noise in a script's output
-    if os.path.isdir(name_or_dir) and not os.path.isfile(os.path.join(name_or_dir, 'config.json')) and \
+def local_mistake(name_or_dir):
+    """The sentence for a local path that is no save_pretrained folder (a PEFT adapter, a folder without
+    config.json, one file of a model, a run of this repository, a path that leads nowhere), said before
+    transformers is asked and before anything else is read; None for a folder to load or a hub name."""
+    config_json = os.path.join(name_or_dir, 'config.json')
+    if os.path.isdir(name_or_dir) and not os.path.isfile(config_json) and \
             os.path.isfile(os.path.join(name_or_dir, 'adapter_config.json')):  # PEFT's save_pretrained of a LoRA
         base = adapter_base(name_or_dir)
-        raise ValueError(f"{name_or_dir} holds a PEFT adapter (adapter_config.json), not a whole model: merge it into "
-                         f"its base model{f' ({base})' if base else ''} with PeftModel.from_pretrained(...)"
-                         f".merge_and_unload(), save that with save_pretrained, and pass the folder")
-    if os.path.isdir(name_or_dir) and not os.path.isfile(os.path.join(name_or_dir, 'config.json')):
-        raise ValueError(f"{name_or_dir} is not a folder written by save_pretrained (it has no config.json): pass "
-                         f"one, or a hub name such as gpt2")
+        return (f"{name_or_dir} holds a PEFT adapter (adapter_config.json), not a whole model: merge it into its "
+                f"base model{f' ({base})' if base else ''} with PeftModel.from_pretrained(...).merge_and_unload(), "
+                f"save that with save_pretrained, and pass the folder")
+    if os.path.isdir(name_or_dir) and not os.path.isfile(config_json):
+        return (f"{name_or_dir} is not a folder written by save_pretrained (it has no config.json): pass one, or a "
+                f"hub name such as gpt2")
     if os.path.isfile(name_or_dir):
-        raise ValueError(f"{name_or_dir} is a file, not a folder written by save_pretrained (a checkpoint of "
-                         f"this repository is read from --out_dir with --init_from=resume)")
+        folder = os.path.dirname(name_or_dir) or '.'
+        if os.path.isfile(os.path.join(folder, 'config.json')) and not os.path.isfile(os.path.join(folder, 'ckpt.pt')):
+            return f"{name_or_dir} is one file of the save_pretrained folder {folder}: pass the folder itself, {folder}"
+        if name_or_dir.endswith('.pt'):
+            run = folder if os.path.isfile(os.path.join(folder, 'log.jsonl')) else '<run>'
+            return (f"{name_or_dir} is a file, not a folder written by save_pretrained (a checkpoint of this "
+                    f"repository is read from its run's folder with --init_from=resume --out_dir={run})")
+        return (f"{name_or_dir} is a file, not a folder written by save_pretrained: pass the folder that holds its "
+                f"config.json and weights, or a hub name such as gpt2")
     parent = os.path.dirname(os.path.normpath(name_or_dir))
     if not os.path.isdir(name_or_dir) and (name_or_dir.startswith(('.', '/', '~')) or parent and os.path.isdir(parent)):
         # 'runs/mdl' when runs/ is a folder here is a path, not a hub model's owner/name
         close = difflib.get_close_matches(os.path.basename(os.path.normpath(name_or_dir)),
                                           os.listdir(parent or '.') if os.path.isdir(parent or '.') else [], n=1)
         hint = f" (did you mean {os.path.join(parent, close[0])}?)" if close else ""
-        raise ValueError(f"no folder at {name_or_dir}{hint}: pass a folder written by save_pretrained, or a "
-                         f"hub name such as gpt2")
+        return f"no folder at {name_or_dir}{hint}: pass a folder written by save_pretrained, or a hub name such as gpt2"
     if os.path.isdir(name_or_dir) and os.path.isfile(os.path.join(name_or_dir, 'ckpt.pt')):
-        raise ValueError(f"{name_or_dir} is a run of this repository (it holds ckpt.pt), not a folder written by "
-                         f"save_pretrained: read it with --init_from=resume --out_dir={name_or_dir} (a run goes on "
-                         f"in its own folder; to go on in a new one, copy the folder first and resume the copy)")
-    config_json = os.path.join(name_or_dir, 'config.json')
-    marked = False
+        return (f"{name_or_dir} is a run of this repository (it holds ckpt.pt), not a folder written by "
+                f"save_pretrained: read it with --init_from=resume --out_dir={name_or_dir} (a run goes on in its own "
+                f"folder; to go on in a new one, copy the folder first and resume the copy)")
     if os.path.isfile(config_json):
         with open(config_json, 'rb') as f:
-            marked = f.read(3) == b'\xef\xbb\xbf'
-    if marked:
-        raise ValueError(f"{config_json} starts with a byte-order mark (an editor's), which transformers cannot "
-                         f"read: save it as UTF-8 without one")
+            if f.read(3) == b'\xef\xbb\xbf':
+                return (f"{config_json} starts with a byte-order mark (an editor's), which transformers cannot "
+                        f"read: save it as UTF-8 without one")
+    return None
+
+
+def load_hf(hf_class, name_or_dir):
+    """hf_class.from_pretrained(name_or_dir), or one sentence that says what to do instead."""
+    from transformers.utils import logging
+    logging.disable_progress_bar()  # a weight-loading bar on stderr is noise in a script's output
+    mistake = local_mistake(name_or_dir)
+    if mistake:
+        raise ValueError(mistake)
     if os.path.isdir(name_or_dir):  # whatever a damaged local folder raises (a truncated safetensors file too)
         try:
             return fitting(hf_class, name_or_dir)

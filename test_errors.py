@@ -453,7 +453,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('evaluate: a run without a data folder, its own still there', 'evaluate.py',
      ['--out_dir={root}/gpt2tok_run', '--device=cpu'], '/owt (the data the run trained on)', None),
     ('evaluate: GPT-2 on TinyStories tokens', 'evaluate.py', ['--init_from={root}/hf', '--data_dir={data}', '--device=cpu'],
-     'holds sentencepiece tokens', QUIET),
+     "is TinyStories data (prepare_tinystories.py's), and evaluate.py scores OpenWebText and the Pile "
+     "(prepare_owt.py's): prepare it with `python prepare_owt.py`", QUIET),
     ('fold: no out_dir', 'fold.py', [], 'fold.py needs --out_dir', None),
     ('fold: --out naming the checkpoint being folded', 'fold.py', ['--out_dir={root}/trun', '--out=ckpt.pt'],
      'names the checkpoint being folded', None),
@@ -1109,6 +1110,39 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('train: a folder inside the data folder as data_dir', 'train.py', [*TINY, '--data_dir={data}/tokenizer',
                                                                         '--out_dir={root}/fresh'],
      '/tokenizer lies inside the data folder', None),
+    # thirty-first sweep
+    ("evaluate: a TinyStories run's HF export on its TinyStories data", 'evaluate.py',
+     ['--init_from={root}/allrun_hf', '--data_dir={data}', '--device=cpu'],
+     "(prepare_owt.py's): diagnose.py --out_dir=", None),
+    ("evaluate: a TinyStories run's HF export: the advice names its run", 'evaluate.py',
+     ['--init_from={root}/allrun_hf', '--data_dir={data}', '--device=cpu'], "/allrun scores the run ", None),
+    ("sample: an HF folder's weights file as the model", 'sample.py', ['--init_from={root}/llama/model.safetensors',
+                                                                       '--device=cpu'],
+     'is one file of the save_pretrained folder /', None),
+    ("train: an HF folder's config.json as the model", 'train.py', [*T, *GPT2_HF, '--init_from={root}/hf/config.json'],
+     'is one file of the save_pretrained folder /', None),
+    ('evaluate: a text file as the HF model', 'evaluate.py', ['--init_from={root}/stories.txt', '--device=cpu'],
+     'pass the folder that holds its config.json and weights, or a hub name such as gpt2', None),
+    ("sample: a run's folded checkpoint file as the HF model", 'sample.py',
+     ['--init_from={root}/trun/ckpt_folded.pt', '--device=cpu'],
+     "names a checkpoint file, and sample.py reads a run's checkpoint from its folder: --out_dir=", None),
+    ("evaluate: a run's checkpoint file as the HF model", 'evaluate.py', ['--init_from={root}/run/ckpt.pt', '--device=cpu'],
+     "/run", None),
+    ("bench: a run's folded checkpoint file as the HF model", 'bench.py',
+     ['--init_from={root}/trun/ckpt_folded.pt', '--device=cpu'], "/trun/ckpt.pt", None),
+    ("train: a run's checkpoint file as the HF model, the data not there", 'train.py',
+     [*TINY, '--init_from={root}/run/ckpt.pt', '--data_dir={root}/nodata', '--out_dir={root}/fresh'],
+     "(a checkpoint of this repository is read from its run's folder with --init_from=resume --out_dir=", None),
+    ("train: a run's folder as the HF model, the data not there", 'train.py',
+     [*TINY, '--init_from={root}/run', '--data_dir={root}/nodata', '--out_dir={root}/fresh'],
+     "is a run of this repository (it holds ckpt.pt), not a folder written by save_pretrained", None),
+    ('train: the folder of data folders as data_dir', 'train.py',
+     [*TINY, '--data_dir={root}/datafolders', '--out_dir={root}/fresh'], "/datafolders/ts512, in the model's tokens", None),
+    ('evaluate: the folder of data folders as data_dir', 'evaluate.py',
+     ['--init_from={root}/hf', '--data_dir={root}/datafolders', '--device=cpu'], "/datafolders/owt, in the model's tokens",
+     None),
+    ('diagnose: the folder of data folders as data_dir', 'diagnose.py',
+     ['--out_dir={root}/run', '--data_dir={root}/datafolders'], "/datafolders/ts512, in the model's tokens", None),
     ("bench: a GPT-2 run trained from scratch, as the HF model", 'bench.py', ['--init_from={root}/gpt2scratch',
      '--device=cpu'], 'which a run trained from scratch is not (train with --arch=llama to time one)', None),
     ("bench: a GPT-2 fine-tune's run folder as the HF model", 'bench.py', ['--init_from={root}/gpt2ft', '--device=cpu'],
@@ -1128,6 +1162,9 @@ def make_workspace(root, data_dir):
         '--max_iters=8', '--warmup_iters=2', '--lr_decay_iters=8', '--eval_interval=4')
     run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/trun')  # Internal-Taper, at g = 0
     run('fold.py', f'--out_dir={root}/trun')
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/allrun', '--taper=all', '--max_iters=8',
+        '--warmup_iters=2', '--taper_start=2', '--taper_end=6', '--lr_decay_iters=8', '--eval_interval=4')
+    run('fold.py', f'--out_dir={root}/allrun', f'--export_hf={root}/allrun_hf')  # a TinyStories model as HF
     os.makedirs(f'{root}/nanrun')
     ckpt = torch.load(f'{root}/trun/ckpt.pt', weights_only=True)
     ckpt['model']['transformer.h.0.mlp.w1.weight'] *= float('nan')
@@ -1540,6 +1577,8 @@ def make_workspace(root, data_dir):
     os.makedirs(f'{root}/datas/ts')  # the folder of data folders, as data/ is
     shutil.copy(f'{data_dir}/meta.json', f'{root}/datas/ts/meta.json')
     open(f'{root}/mathstar.py', 'w').write('from math import *\nn_embd = int(sqrt(4096))\n')
+    shutil.copytree(data_dir, f'{root}/datafolders/ts512')  # data folders of two tokenizers, in a folder as data/ is
+    shutil.copytree(f'{root}/owt', f'{root}/datafolders/owt')
     os.makedirs(f'{root}/assets_full')  # as the committed assets/ hold a full reproduction's results
     json.dump(dict(seeds=[1337, 1338, 1339], settings=dict.fromkeys(['baseline', 'internal', 'all'], {}), train_args=[]),
               open(f'{root}/assets_full/results.json', 'w'))

@@ -112,6 +112,33 @@ def pieces(model_file):
         return None
 
 
+def inner_data(folder, split, vocab_size=None, tokenizer=None):
+    """For a data_dir that holds data folders rather than tokens (a folder of several, e.g. data/): the
+    sentence's remedy naming them, first those in the model's tokens (tokenizer, a reference, else a
+    vocabulary of vocab_size); None when it holds none."""
+    try:
+        names = sorted(n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n, f'{split}.bin'))
+                       and os.path.isfile(os.path.join(folder, n, 'meta.json')))
+    except OSError:
+        return None
+    if not names:
+        return None
+    def fits(name):
+        try:
+            meta = read_meta(os.path.join(folder, name))
+            if tokenizer:
+                return same_tokenizer(tokenizer, data_tokenizer(os.path.join(folder, name), meta))
+            return meta.get('vocab_size') == vocab_size
+        except (OSError, KeyError, ValueError):
+            return False
+    fit = [n for n in names if fits(n)]
+    said = (f"{folder} holds data folders ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}), not tokens "
+            f"of its own: pass one as --data_dir")
+    if len(fit) == 1:
+        return f"{said}, e.g. --data_dir={os.path.join(folder, fit[0])}, in the model's tokens"
+    return f"{said}, the one in the model's tokens (e.g. --data_dir={os.path.join(folder, (fit or names)[0])})"
+
+
 def prepare_command(data_dir, vocab_size=None):
     """The prepare script and flags that write data_dir (again): the script its meta.json's tokenizer
     names (else the one the folder's name suggests), with the local files it records (text, and the

@@ -46,9 +46,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import memory
 from memory import describe as describe_memory
-from hf import TokenizerMismatch, export_source, from_pretrained, is_export, pretrained_config, tokenizer_reference
+from hf import (TokenizerMismatch, export_source, from_pretrained, is_export, local_mistake, pretrained_config,
+                tokenizer_reference)
 from model import GPT, GPTConfig, broken_link, device_mistake, load_checkpoint, renamed_checkpoint
-from tokens import (data_tokenizer, open_tokens, other_tokens, prepare_command, read_meta, same_tokenizer,
+from tokens import (data_tokenizer, inner_data, open_tokens, other_tokens, prepare_command, read_meta, same_tokenizer,
                     tokenizer_size)
 
 # -----------------------------------------------------------------------------
@@ -311,6 +312,8 @@ def check_config():
         fail(f"{e}: fix the config")
     if init_from_mistake(init_from, ['scratch', 'resume']):
         fail(init_from_mistake(init_from, ['scratch', 'resume']))
+    if init_from not in ('scratch', 'resume') and local_mistake(init_from):  # before the data: it is not what is wrong
+        fail(local_mistake(init_from))
     if overwrite and init_from == 'resume':
         fail("--overwrite starts again over out_dir's run and --init_from=resume continues it: choose one")
     if not re.fullmatch(r'(cpu|cuda(:\d+)?)?', device):
@@ -606,6 +609,8 @@ def token_file(split):
         if init_from == 'resume':
             fail(f"cannot resume: {e}: pass --data_dir=<the folder the run was trained on>"
                  + (f" (its checkpoint names {held})" if held and held != data_dir else ""))
+        if inner_data(data_dir, split, vocab_size):  # data/ for data/tinystories512
+            fail(f"{e}: {inner_data(data_dir, split, vocab_size)}")
         parent = os.path.dirname(os.path.normpath(data_dir))
         if all(os.path.isfile(os.path.join(parent, f)) for f in ('meta.json', f'{split}.bin')):  # its tokenizer/
             fail(f"{e}: {data_dir} lies inside the data folder {parent}, which holds the tokens: pass "
