@@ -1092,6 +1092,8 @@ def derived_values(tree, flags, ran):
 def usage(flags, prog, doc, configs, positional):
     head = (f"usage: python {prog}" + (" [config.py ...]" if configs else "")
             + (f" {positional} [{positional} ...]" if positional else "") + " [--key=value ...]")
+    if not doc and sys.flags.optimize >= 2:  # python -OO or PYTHONOPTIMIZE=2 strips the script's docstring
+        doc = f"(the description and examples of {prog} are its docstring, which python -OO strips: run it without -OO)"
     lines = [head, "", (doc or "").strip(), "", "flags (--key=value; a bare --key sets a boolean to True; a later value overrides an earlier one):"]
     for key, spec in flags.items():
         default = ','.join(map(str, spec.default)) if isinstance(spec.default, tuple) else spec.default

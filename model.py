@@ -619,6 +619,12 @@ def missing_hint(out_dir, ckpt, otherwise, init_from=False, run_flag='out_dir', 
         return elsewhere_remedy(named, key)
     if hf_hint(os.path.dirname(path), init_from, run_flag):  # an HF folder, or an export, given as a run
         return hf_hint(os.path.dirname(path), init_from, run_flag)
+    folder = os.path.dirname(path)
+    if os.path.isfile(os.path.join(folder, 'meta.json')) and any(
+            os.path.isfile(os.path.join(folder, f'{split}.bin')) for split in ('train', 'val')):  # prepare's output
+        flag = f"--ckpt=<a run's folder>/{os.path.basename(ckpt)}" if run_flag == 'ckpt' else "--out_dir=<a run's folder>"
+        return (f"{folder} is a data folder (prepare's tokens and meta.json), not a run's: pass {flag}, a run "
+                f"trained by train.py")
     if os.path.isdir(path):  # bench.py's --ckpt=<a run's folder>
         inside = os.path.join(path, 'ckpt.pt')
         return f"{path} is a folder: name the checkpoint file in it" + (f", --ckpt={inside}" if os.path.isfile(inside) else "")
@@ -634,7 +640,6 @@ def missing_hint(out_dir, ckpt, otherwise, init_from=False, run_flag='out_dir', 
             return f"--ckpt is read inside --out_dir, so name it alone: --ckpt={name}"  # the run's folder written again
         return (f"--ckpt is read inside --out_dir, so {path} was looked for: name a file in --out_dir, or pass the "
                 f"folder of the run that holds the checkpoint as --out_dir")
-    folder = os.path.dirname(path)
     near = renamed_checkpoint(folder, os.path.basename(ckpt))
     if near:
         meant = os.path.relpath(os.path.join(folder, near), out_dir)

@@ -288,6 +288,18 @@ def test_stacked_config_files_say_which_decides(capsys, tmp_path):
     assert capsys.readouterr().out == ''
 
 
+def test_help_under_python_oo_says_why_the_description_is_missing():
+    """--help prints the script's docstring (its description and examples) above the flags; python -OO
+    strips docstrings, and then the help says so instead of leaving the space blank."""
+    import ast
+    import subprocess
+    first = ast.get_docstring(ast.parse((ROOT / 'fold.py').read_text())).splitlines()[0]
+    for optimize, said in (([], first), (['-OO'], 'which python -OO strips: run it without -OO')):
+        proc = subprocess.run([sys.executable, *optimize, 'fold.py', '--help'], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0 and said in proc.stdout and '--out_dir' in proc.stdout, proc.stdout[:500]
+
+
 def test_a_flag_after_a_config_file_that_computed_from_it_is_refused_with_advice_that_works(tmp_path):
     """A config file runs as Python once, when it is read: `out_dir = f'out-{n_layer}'` uses the n_layer
     it sees then. A later --n_layer=2 would leave out_dir at the old layer count, so it is one sentence

@@ -321,7 +321,8 @@ def check_config():
     if device.startswith('cuda') and not torch.cuda.is_available() and not memory_plan:
         fail("CUDA is not available on this machine: run with --device=cpu")
     if stop_iter > max_iters:
-        fail(f"stop_iter={stop_iter} lies past max_iters={max_iters}")
+        fail(f"stop_iter={stop_iter} lies past max_iters={max_iters}, where the run ends anyway: lower --stop_iter, "
+             f"or raise --max_iters (and --lr_decay_iters with it) for a longer run")
     if eval_only and memory_plan:
         fail("--eval_only and --memory_plan each run instead of training, and the plan exits first: pass one of them")
     if reschedule and init_from != 'resume':
