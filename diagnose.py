@@ -50,7 +50,7 @@ def fail(message):
     sys.exit(1)
 
 
-def tokens_of(data_dir, split, tokenizer):
+def tokens_of(data_dir, split, tokenizer=None):
     if not os.path.isdir(data_dir):
         fail(f"no data folder at {data_dir}: pass --data_dir, the folder the run was trained on")
     try:

@@ -252,7 +252,33 @@ def describe(config, nproc=1, gpu_gb=80, ranks=None):
     verdict = 'fits' if fits else 'does NOT fit'
     lines.append(f"  {verdict} a {gpu_gb} GB GPU ({parts['total'] / (gpu_gb * GB):.0%} of it; "
                  f"the limit is {FIT_FRACTION:.0%})")
+    if not fits and to_fit(config, nproc, gpu_gb, ranks):
+        lines.append(f"  to fit: {to_fit(config, nproc, gpu_gb, ranks)}")
     return '\n'.join(lines)
+
+
+def to_fit(config, nproc, gpu_gb, ranks=None):
+    """The first change whose plan fits a GPU of gpu_gb, the cheapest first: activation checkpointing,
+    then smaller micro-batches that keep the global batch, then FSDP2 over the fewest more GPUs that
+    share the batch evenly; None if none does."""
+    def fits(changed, n=nproc):
+        try:
+            return plan(changed, n, ranks if n == nproc else None)['total'] <= FIT_FRACTION * gpu_gb * GB
+        except ValueError:  # ranks that cannot share the batch
+            return False
+    said = [] if config['grad_checkpoint'] else ['--grad_checkpoint=True']
+    config = config | dict(grad_checkpoint=True)
+    if said and fits(config):
+        return said[0]
+    B, G = config['batch_size'], config['gradient_accumulation_steps']
+    for n in (nproc, *(n for n in (2, 4, 8, 16, 32, 64) if n > nproc)):  # the fewest GPUs, then the largest micro-batch
+        for b in (b for b in range(B, 0, -1) if B % b == 0 and (n, b) != (nproc, B)):  # the same sequences per step
+            if fits(config | dict(batch_size=b, gradient_accumulation_steps=G * (B // b)), n):
+                smaller = [f"--batch_size={b} --gradient_accumulation_steps={G * (B // b)} (the same global batch)"]
+                more = [f"FSDP2 over {n} GPUs (memory.py --nproc={n}; torchrun --nproc_per_node={n} train.py ... "
+                        f"--fsdp=True)"] if n != nproc else []
+                return ', and '.join(said + (smaller if b != B else []) + more)
+    return None
 
 
 def resolve(argv):

@@ -243,3 +243,31 @@ def test_memory_help_offers_only_the_init_from_it_plans():
     assert "'resume'" not in entry and 'train.py --init_from=resume --out_dir=<run> --memory_plan' in ' '.join(entry.split())
     refused = run('memory.py', '--init_from=resume', check=False)
     assert refused.returncode == 1 and '--memory_plan' in refused.stderr
+
+
+@pytest.mark.parametrize('config_file, gpu_gb, nproc', [('config/finetune_gpt2_xl_alltaper.py', 40, 1),
+                                                         ('config/finetune_gpt2_xl_alltaper.py', 24, 1),
+                                                         ('config/taper_internal_512.py', 2, 1),
+                                                         ('config/finetune_gpt2_m_vanilla.py', 12, 1),
+                                                         ('config/finetune_gpt2_xl_vanilla.py', 24, 2)])
+def test_a_plan_that_does_not_fit_names_a_change_that_fits_with_the_same_global_batch(capsys, config_file, gpu_gb,
+                                                                                      nproc):
+    """A plan over its GPU's memory ends with the change that fits it: activation checkpointing, smaller
+    micro-batches with the step's sequences kept, or FSDP2 over more GPUs. Planned with that change,
+    as the line says to make it, the plan fits and the global batch is the config's; a plan that fits
+    names no change."""
+    import re
+    memory.main([config_file, f'--gpu_gb={gpu_gb}', f'--nproc={nproc}'])
+    out = capsys.readouterr().out
+    assert 'does NOT fit' in out, out
+    change = re.search(r'to fit: (.*)', out).group(1)
+    flags = re.findall(r'(--(?:grad_checkpoint|batch_size|gradient_accumulation_steps)=\w+)', change)
+    ranks = re.search(r'memory.py --nproc=(\d+)', change)
+    assert flags or ranks, change
+    argv = [config_file, f'--gpu_gb={gpu_gb}', f'--nproc={ranks.group(1) if ranks else nproc}', *flags]
+    memory.main(argv)
+    out = capsys.readouterr().out
+    assert re.search(r'\n  fits a', out) and 'to fit' not in out, out
+    before, after = memory.resolve([config_file]), memory.resolve([config_file, *flags])
+    assert before['batch_size'] * before['gradient_accumulation_steps'] == \
+        after['batch_size'] * after['gradient_accumulation_steps']
