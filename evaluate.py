@@ -256,7 +256,11 @@ try:
 except ValueError as e:
     fail(f"cannot evaluate: {e}: prepare the data again with `python {prepare_command(data_dir)}`")
 if meta.get('tokenizer') == 'sentencepiece':  # prepare_tinystories.py's: its val.bin is no OpenWebText
-    run = os.path.dirname(export_source(init_from) or '') if init_from != 'resume' else ''
+    try:  # a TinyStories run's export reads these tokens, and diagnose.py scores its run on them
+        own = same_tokenizer(tokenizer, data_tokenizer(data_dir, meta))
+    except (OSError, KeyError, ValueError):
+        own = False
+    run = os.path.dirname(export_source(init_from) or '') if init_from != 'resume' and own else ''
     fail(f"cannot evaluate: {data_dir} is TinyStories data (prepare_tinystories.py's), and evaluate.py scores "
          f"OpenWebText and the Pile (prepare_owt.py's): " +
          (f"diagnose.py --out_dir={shlex.quote(run)} scores the run {init_from} was exported from on TinyStories"

@@ -1149,6 +1149,17 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('fold: a data folder as the run', 'fold.py', ['--out_dir={data}'], "is a data folder (prepare's tokens", None),
     ("bench: a checkpoint named in a data folder", 'bench.py', ['--ckpt={data}/ckpt.pt', '--device=cpu'],
      "not a run's: pass --ckpt=<a run's folder>/ckpt.pt", None),
+    # thirty-second sweep
+    ("evaluate: a GPT-2 fine-tune's export on TinyStories data", 'evaluate.py',
+     ['--init_from={root}/gpt2export', '--data_dir={data}', '--device=cpu'],
+     "(prepare_owt.py's): prepare it with `python prepare_owt.py`, or pass the --data_dir it wrote", QUIET),
+    ("train: a Baseline config made another setting by a flag, into the Baseline's folder", 'train.py',
+     ['config/baseline_64.py', '--taper=internal', '--device=cpu'],
+     "--taper=internal makes config/baseline_64.py's run (taper='none') another setting, and the file's "
+     "out_dir=out-baseline-64 names its own: pass --out_dir=", None),
+    ("train: an ablation by --aux_loss keeps its config's folder (refused only for its missing data)", 'train.py',
+     ['config/taper_internal_64.py', '--aux_loss=none', '--data_dir={root}/nodata', '--device=cpu'],
+     'nodata/train.bin not found', None),
     ("bench: a GPT-2 run trained from scratch, as the HF model", 'bench.py', ['--init_from={root}/gpt2scratch',
      '--device=cpu'], 'which a run trained from scratch is not (train with --arch=llama to time one)', None),
     ("bench: a GPT-2 fine-tune's run folder as the HF model", 'bench.py', ['--init_from={root}/gpt2ft', '--device=cpu'],
@@ -1626,6 +1637,10 @@ def make_workspace(root, data_dir):
     ckpt = torch.load(f'{root}/gpt2scratch/ckpt.pt', weights_only=True)
     ckpt['config']['init_from'] = f'{root}/hf'
     torch.save(ckpt, f'{root}/gpt2ft/ckpt.pt')
+    shutil.copytree(f'{root}/hf', f'{root}/gpt2export')  # as fold.py --export_hf marks a GPT-2 fine-tune's export
+    hc = json.load(open(f'{root}/gpt2export/config.json'))
+    hc.update(layer_norm_epsilon=1.0, tapernorm_export=dict(sigma=1.0, alpha=1.0, bound=1e-6, source=f'{root}/gpt2ft/ckpt.pt'))
+    json.dump(hc, open(f'{root}/gpt2export/config.json', 'w'))
     shutil.copytree(f'{root}/run', f'{root}/emptylog')  # a finished run whose log was emptied
     open(f'{root}/emptylog/log.jsonl', 'w').close()
 
@@ -1684,6 +1699,8 @@ def outcomes(data_dir, tmp_path_factory):
 
 # Inputs next to a rule that are valid: each runs (train.py's memory plan: every check, no training).
 ACCEPTED = [  # (case, script, arguments, environment)
+    ("a DyT config made another setting by a flag, planned (a plan writes no folder)", 'train.py',
+     ['config/dyt_64.py', '--norm=rmsnorm', '--memory_plan'], None),
     ('a data folder under ~, quoted so that the shell left the ~', 'train.py',
      [*TINY, '--data_dir=~/grown', '--out_dir={root}/home_run', '--overwrite', '--max_iters=2', '--warmup_iters=1', '--taper_start=1',
       '--taper_end=2', '--lr_decay_iters=2', '--eval_interval=2'], {'HOME': '{root}'}),

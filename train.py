@@ -240,6 +240,14 @@ files = [a for a in sys.argv[1:] if not a.startswith('-') and a.lower().endswith
 flagged = {a[2:].partition('=')[0] for a in sys.argv[1:] if a.startswith('--')}
 undone = [k for k in FIXED_BY_RUN if RESUMED and k not in flagged and k in RESUMED['config']
           and config[k] != RESUMED['config'][k]]
+if files and not RESUMED and not memory_plan and 'out_dir' not in flagged:  # config/baseline_64.py --taper=internal
+    named = [f for f in files if 'out_dir' in memory.assigned(f)]
+    as_filed = memory.resolve(files) if named else {}
+    moved = [k for k in ('arch', 'norm', 'taper', 'fakeln') if k in flagged and named and as_filed[k] != config[k]]
+    if moved:  # the folder's name would say one setting and hold another
+        fail(f"--{moved[0]}={config[moved[0]]} makes {named[-1]}'s run ({moved[0]}={as_filed[moved[0]]!r}) another "
+             f"setting, and the file's out_dir={as_filed['out_dir']} names its own: pass --out_dir=<a folder for this "
+             f"run>, or start from the config of the setting meant (config/ has one per setting)")
 if files and undone:  # a config file over a resume: its values are the run's to keep
     fail(f"a resume continues its run's own config, and {', '.join(files)} would change its "
          f"{', '.join(undone[:3])}{', ...' if len(undone) > 3 else ''}: drop the config file (a resume needs only "
