@@ -850,11 +850,15 @@ def known(key, flags, prog, where):
 HERE = os.path.dirname(os.path.abspath(__file__))  # the repository's scripts
 
 
-def checkpoint_hint(path, flags):
+def checkpoint_hint(path, flags, prog=None):
     """For a checkpoint file given where config files go, the flags that name it to this script; for a
     run's config.json (train.py's record of its settings), how that run is read."""
     folder, name = os.path.split(path)
-    if name == 'config.json' and os.path.isfile(os.path.join(folder or '.', 'ckpt.pt')):
+    run = name == 'config.json' and os.path.isfile(os.path.join(folder or '.', 'ckpt.pt'))
+    if prog == 'memory.py' and (run or path.endswith(('.pt', '.ckpt'))):  # a run's plan is train.py's
+        return (f"; a run's plan is `python train.py --init_from=resume --out_dir={folder or '.'} --memory_plan` "
+                f"(it takes its settings from its checkpoint)")
+    if run:
         path, name = os.path.join(folder, 'ckpt.pt'), 'ckpt.pt'
         if 'init_from' in flags and 'out_dir' in flags and 'ckpt' not in flags:  # train.py
             return (f"; {folder or '.'}/config.json is that run's record of its settings: continue the run with "
@@ -998,7 +1002,7 @@ def read_file(path, values, flags, prog):
                         f"--start={shlex.quote(path)}")
     if not path.lower().endswith('.py') and not piped:  # config/Mine.PY too
         raise FlagError(f"{named} is not a config file: a config file is Python (.py) that assigns values, "
-                        f"e.g. learning_rate = 3e-4" + checkpoint_hint(path, flags))
+                        f"e.g. learning_rate = 3e-4" + checkpoint_hint(path, flags, prog))
     if not os.path.isfile(path) and not piped:
         raise FlagError(f"config file {named} not found{missing_config_hint(path)}")
     namespace = dict(values)

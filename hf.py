@@ -114,9 +114,17 @@ def local_mistake(name_or_dir):
         hint = f" (did you mean {os.path.join(parent, close[0])}?)" if close else ""
         return f"no folder at {name_or_dir}{hint}: pass a folder written by save_pretrained, or a hub name such as gpt2"
     if os.path.isdir(name_or_dir) and os.path.isfile(os.path.join(name_or_dir, 'ckpt.pt')):
+        try:  # the model a fine-tune started from, as the run's config.json records it
+            with open(os.path.join(name_or_dir, 'config.json'), encoding='utf-8-sig') as f:
+                origin = json.load(f).get('init_from')
+        except (OSError, ValueError, AttributeError):
+            origin = None
+        new = (f"; a new fine-tune starts from an HF model, e.g. --init_from={origin}, the one this run started from"
+               if isinstance(origin, str) and origin not in ('scratch', 'resume') else
+               "; a new run starts from an HF model, which fold.py --export_hf writes from a finished All-Taper run")
         return (f"{name_or_dir} is a run of this repository (it holds ckpt.pt), not a folder written by "
-                f"save_pretrained: read it with --init_from=resume --out_dir={name_or_dir} (a run goes on in its own "
-                f"folder; to go on in a new one, copy the folder first and resume the copy)")
+                f"save_pretrained: continue it with --init_from=resume --out_dir={name_or_dir} (copy the folder "
+                f"first to go on in a new one){new}")
     if os.path.isfile(config_json):
         with open(config_json, 'rb') as f:
             if f.read(3) == b'\xef\xbb\xbf':

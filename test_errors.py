@@ -1160,6 +1160,12 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ("train: an ablation by --aux_loss keeps its config's folder (refused only for its missing data)", 'train.py',
      ['config/taper_internal_64.py', '--aux_loss=none', '--data_dir={root}/nodata', '--device=cpu'],
      'nodata/train.bin not found', None),
+    ("memory: a run's config.json as the config file", 'memory.py', ['{root}/run/config.json'],
+     "a run's plan is `python train.py --init_from=resume --out_dir=", None),
+    ("train: a GPT-2 fine-tune's run folder as the model of a new fine-tune", 'train.py',
+     ['config/finetune_gpt2_s_fakeln.py', '--init_from={root}/gpt2ft', '--out_dir={root}/fresh', '--device=cpu'],
+     "/gpt2ft (copy the folder first to go on in a new one); a new fine-tune starts from an HF model, e.g. "
+     "--init_from=", None),
     ("bench: a GPT-2 run trained from scratch, as the HF model", 'bench.py', ['--init_from={root}/gpt2scratch',
      '--device=cpu'], 'which a run trained from scratch is not (train with --arch=llama to time one)', None),
     ("bench: a GPT-2 fine-tune's run folder as the HF model", 'bench.py', ['--init_from={root}/gpt2ft', '--device=cpu'],
@@ -1637,6 +1643,7 @@ def make_workspace(root, data_dir):
     ckpt = torch.load(f'{root}/gpt2scratch/ckpt.pt', weights_only=True)
     ckpt['config']['init_from'] = f'{root}/hf'
     torch.save(ckpt, f'{root}/gpt2ft/ckpt.pt')
+    json.dump(ckpt['config'], open(f'{root}/gpt2ft/config.json', 'w'))  # as train.py records it beside
     shutil.copytree(f'{root}/hf', f'{root}/gpt2export')  # as fold.py --export_hf marks a GPT-2 fine-tune's export
     hc = json.load(open(f'{root}/gpt2export/config.json'))
     hc.update(layer_norm_epsilon=1.0, tapernorm_export=dict(sigma=1.0, alpha=1.0, bound=1e-6, source=f'{root}/gpt2ft/ckpt.pt'))
