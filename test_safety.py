@@ -104,6 +104,32 @@ def test_a_resume_may_not_move_the_schedule_silently(data_dir, tmp_path, change)
         assert rows(out)[-1]['iter'] == 40
 
 
+def test_a_resume_may_not_move_a_fakeln_removal_that_has_happened_or_into_the_past(data_dir, tmp_path):
+    """A FakeLN run checkpointed at iter 16 has removed ln_2 (steps 12, 13), ln_1's Q/K path (14, 15) and
+    layer 0's V path (16: a step's removals come before its checkpoint) of its two layers. A resume that
+    moves one of those, or a removal still ahead to iter 16 or before, is refused even with --reschedule,
+    naming the LayerNorm and both steps, and nothing is written; removals ahead of the run moved to later
+    steps are taken with --reschedule, and the model records each removal at its new step."""
+    out = tmp_path / 'run'
+    args = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}', *SETTINGS['fakeln']]
+    run('train.py', *args, '--stop_iter=16')
+    before = digest(out)
+    for change, said in (('--fakeln_start=13,14,16,18', 'moves the removal of h.0.ln_2 from step 12 to 13'),
+                         ('--fakeln_start=12,14,17,18', 'h.0.ln_1 (V) from step 16 to 17'),  # at 16: before the save
+                         ('--fakeln_gap=1,1,0', 'moves the removal of h.1.ln_1 (V) from step 17 to 16'),
+                         ('--fakeln_start=12,14,16,15', 'moves the removal of ln_f from step 18 to 15')):
+        proc = run('train.py', *args, '--init_from=resume', change, '--reschedule', check=False)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and len(lines) == 1 and said in lines[0] and digest(out) == before, proc.stderr
+        assert 'and the run is at iter 16' in lines[0]
+    run('train.py', *args, '--init_from=resume', '--fakeln_start=12,14,16,19', '--fakeln_gap=1,1,2', '--reschedule')
+    from model import GPT
+    model = GPT.from_checkpoint(str(out / 'ckpt.pt'))
+    steps = {name: m.removed_at.tolist() for name, m in model.named_modules() if hasattr(m, 'removed_at')}
+    assert steps == {'transformer.h.0.ln_2': [12], 'transformer.h.1.ln_2': [13], 'transformer.h.0.ln_1': [14, 16],
+                     'transformer.h.1.ln_1': [15, 18], 'transformer.ln_f': [19]}  # the moved ones at their new steps
+
+
 def test_a_resume_continues_the_run_with_its_own_config(data_dir, tmp_path):
     """--init_from=resume --out_dir=<run> alone continues the run as it was configured: the same weights,
     bit for bit, as the run resumed with its full command line. A flag given on the resume changes

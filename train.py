@@ -532,6 +532,13 @@ if wandb_log and rank == 0:
 master = rank == 0
 end_iter = stop_iter or max_iters
 SCHEDULE = ('taper_start', 'taper_end', 'fakeln_start', 'fakeln_gap')  # a resume may not move them silently
+
+
+def fakeln_steps(start, gap, layers):
+    """{LayerNorm (and path): the step FakeLN removes it at} for a schedule (fakeln_start, fakeln_gap)."""
+    names = ('ln_2', 'ln_1 (Q/K)', 'ln_1 (V)')
+    return {**{f"h.{i}.{names[kind]}": start[kind] + i * gap[kind] for kind in range(3) for i in range(layers)},
+            'ln_f': start[3]}
 needs_start = taper != 'none' or aux_loss == 'fixed'  # c, gammatilde or s_tgt are set at taper_start
 if fsdp and not ddp:
     fail("fsdp shards the model over ranks: launch with torchrun --nproc_per_node=N, or pass --fsdp=False to "
@@ -868,6 +875,17 @@ elif init_from == 'resume':
     if ('taper_end' in changed and taper != 'none' and changed['taper_end'][0] > iter_num >= config['taper_end']):
         fail(f"cannot resume: {said('taper_end')} at iter {iter_num}, "
              f"mid-taper, would drop the gate to 0 at once: choose a taper_end after iter {iter_num}")
+    if fakeln and ('fakeln_start' in changed or 'fakeln_gap' in changed):
+        layers = model.config.n_layer
+        then = fakeln_steps(checkpoint['config']['fakeln_start'], checkpoint['config']['fakeln_gap'], layers)
+        now = fakeln_steps(fakeln_start, fakeln_gap, layers)
+        past = [name for name in then if then[name] != now[name] and min(then[name], now[name]) <= iter_num]
+        if past:  # removed (at iter_num too: before its checkpoint) stays removed; one ahead cannot move behind
+            name = past[0]
+            fail(f"cannot resume: {said('fakeln_start' if 'fakeln_start' in changed else 'fakeln_gap')} moves the "
+                 f"removal of {name} from step {then[name]} to {now[name]}, and the run is at iter {iter_num}: a "
+                 f"removal that has happened stays where it was, and one ahead of the run moves only to a step after "
+                 f"{iter_num}; keep the steps up to iter {iter_num}, or start a new run for another schedule")
     moved = [k for k in SCHEDULE if k in changed and (fakeln if k.startswith('fakeln') else needs_start)]
     if moved and not reschedule:
         fail(f"cannot resume: {', '.join(said(k) for k in moved)} changes "
@@ -912,12 +930,13 @@ run_id = (checkpoint or {}).get('run_id') or uuid.uuid4().hex  # kept by resumes
 # order; ln_1 is removed on its Q/K path (0) and its V path (1) apart.
 removals = []
 if fakeln:
-    for kind, (start, gap) in enumerate(zip(fakeln_start[:3], fakeln_gap)):
+    at = fakeln_steps(fakeln_start, fakeln_gap, len(model.transformer.h))
+    for kind in range(3):
         for i, block in enumerate(model.transformer.h):
             norm_i, path, name = [(block.ln_2, 0, 'ln_2'), (block.ln_1, 0, 'ln_1 (Q/K)'),
                                   (block.ln_1, 1, 'ln_1 (V)')][kind]
-            removals.append((start + i * gap, norm_i, path, f"h.{i}.{name}"))
-    removals.append((fakeln_start[3], model.transformer.ln_f, 0, 'ln_f'))
+            removals.append((at[f"h.{i}.{name}"], norm_i, path, f"h.{i}.{name}"))
+    removals.append((at['ln_f'], model.transformer.ln_f, 0, 'ln_f'))
     steps = [step for step, *_ in removals]
     if not eval_only and not (0 <= min(steps) and max(steps) < max_iters):
         fail(f"the FakeLN removals run from step {min(steps)} to {max(steps)}, which must lie "
