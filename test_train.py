@@ -105,6 +105,21 @@ def test_all_taper_without_aux_chases_logits(runs):
     assert peak['all'] > 2 * max(peak['all_aux'], peak['internal_aux'], peak['baseline']), peak
 
 
+def test_a_run_that_ends_far_above_its_first_evaluation_says_so(data_dir, tmp_path):
+    """A run whose loss rises without ever turning non-finite is not stopped, and not silent either:
+    when its last val_loss (as log.jsonl records it) lies more than a nat above its first, the run
+    ends with a note giving both; a run that learns ends without one."""
+    short = ['--max_iters=12', '--warmup_iters=2', '--taper_start=4', '--taper_end=8', '--lr_decay_iters=12',
+             '--eval_interval=6', '--eval_iters=2']
+    for name, setting in (('all', ['--taper=all', '--aux_loss=none']), ('baseline', ['--taper=none', '--aux_loss=none'])):
+        proc = run('train.py', *TINY, *short, *setting, f'--data_dir={data_dir}', f'--out_dir={tmp_path / name}')
+        first, last = read_log(tmp_path / name)[1][0], read_log(tmp_path / name)[1][-1]
+        risen = last['val_loss'] > first['val_loss'] + 1
+        assert risen == (name == 'all'), (first, last)  # a 4-step taper at 3e-3 throws All-Taper's scale off
+        assert (f"note: val_loss ended at {last['val_loss']:.4g}, more than a nat above the "
+                f"{first['val_loss']:.4g} of iter 0" in proc.stdout) == risen, proc.stdout[-1000:]
+
+
 def assert_same_run(straight, split):
     """Two out_dirs hold the same run: identical weights, AdamW state and training log; the split
     run's extra evaluation at its stop step aside, the same evaluations. Returns max |delta|."""

@@ -1341,6 +1341,7 @@ if wandb_log and master:
 healthy = torch.ones((), dtype=torch.bool, device=device)
 last_checked = first_iter = iter_num
 eval_row = None  # the last evaluation's log row, as its JSON line
+first_eval = None
 batches = get_step_batches(iter_num)
 if fakeln and fakeln_sigma == 'pretrained' and init_from != 'resume' and not eval_only:
     with ctx:  # sigma_avg from the model as it starts, on the first step's batch (a resume has it)
@@ -1369,6 +1370,7 @@ while True:
         losses = estimate_loss()
         raw_model.set_gate(gate)
         eval_row = dict(iter=iter_num, gate=gate, eval_gate=eval_gate, loss=losses['train'], val_loss=losses['val'])
+        first_eval = first_eval or eval_row  # this invocation's first: a run that ends far above it is said
         log(eval_row)
         eval_row = json.dumps(eval_row)  # the checkpoint's mark in the log: a resume finds it there
         if iter_num > last_checked and not eval_only:  # nothing new to save at the run's first step
@@ -1435,6 +1437,12 @@ while True:
 
 if master:
     atexit.unregister(roll_back)
+    last = json.loads(eval_row) if eval_row else {}
+    if not eval_only and first_eval and math.isfinite(last.get('val_loss', math.nan)) and \
+            last['val_loss'] > first_eval['val_loss'] + 1:  # finite, so never stopped, yet trained away from its start
+        print(f"note: val_loss ended at {last['val_loss']:.4g}, more than a nat above the {first_eval['val_loss']:.4g} "
+              f"of iter {first_eval['iter']}: the run diverged without a non-finite value to stop it (log.jsonl shows "
+              f"where the loss rose)")
     if not eval_only and stop_iter and stop_iter < max_iters:
         print(f"stopped at iter {iter_num} of {max_iters} (--stop_iter), checkpointed in {ckpt_path}: continue "
               f"the run with `python train.py --init_from=resume --out_dir={out_dir}`")
