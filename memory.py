@@ -65,10 +65,20 @@ def model_config(config):
     return GPTConfig(**{k: config[k] for k in GPTConfig.__dataclass_fields__ if k in config})
 
 
+STATE_BYTES = {}  # state_bytes per model and optimizer settings: to_fit plans one model many times
+
+
 def state_bytes(config):
     """The real model and its optimizer, built on the meta device: parameters, and bytes of the
     weights, of the AdamW state and of the weights outside the blocks (FSDP2's root unit); and the
     elements of the matmul weights, which autocast copies to bf16."""
+    key = repr((model_config(config), *(config[k] for k in ('weight_decay', 'learning_rate', 'beta1', 'beta2'))))
+    if key not in STATE_BYTES:
+        STATE_BYTES[key] = built_state_bytes(config)
+    return dict(STATE_BYTES[key])
+
+
+def built_state_bytes(config):
     with torch.device('meta'):
         model = GPT(model_config(config))
     optimizer = model.configure_optimizers(config['weight_decay'], config['learning_rate'],
