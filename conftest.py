@@ -44,27 +44,28 @@ TIMEOUT = 600  # seconds a script may run in a test
 SERVER = []    # the session's ScriptServer, started at the first run()
 
 
-def session_server():
-    if not SERVER:
-        import atexit
-        import tempfile
+def session_server(k=0):
+    """The session's k-th ScriptServer: the first runs run()'s scripts, a second run_pairwise's other half."""
+    import atexit
+    import tempfile
+    while len(SERVER) <= k:
         SERVER.append(ScriptServer(tempfile.mkdtemp(prefix='tapernorm-forks-')))
-        atexit.register(SERVER[0].close)
-    return SERVER[0]
+        atexit.register(SERVER[-1].close)
+    return SERVER[k]
 
 
-def run(script, *args, torchrun=0, check=True, env=None, fresh=False):
-    """`python script args` (or under torchrun): the CompletedProcess, after checking that it succeeded
-    unless check=False. Without torchrun, an environment of its own or fresh=True, it runs in a fork of
-    a warm interpreter (ScriptServer), which skips seconds of imports; TAPERNORM_TEST_FORKS=0 makes
-    every run a fresh process."""
+def run(script, *args, torchrun=0, check=True, env=None, fresh=False, server=0, cwd=ROOT):
+    """`python script args` (or under torchrun) in the folder cwd: the CompletedProcess, after checking
+    that it succeeded unless check=False. Without torchrun, an environment of its own or fresh=True, it runs in a fork of
+    a warm interpreter (ScriptServer number server), which skips seconds of imports;
+    TAPERNORM_TEST_FORKS=0 makes every run a fresh process."""
     if not (torchrun or env is not None or fresh or os.environ.get('TAPERNORM_TEST_FORKS') == '0'):
-        proc = session_server().run(script, *args)
+        proc = session_server(server).run(script, *args, cwd=cwd)
     else:
         launcher = [sys.executable]
         if torchrun:
             launcher += ['-m', 'torch.distributed.run', '--standalone', f'--nproc_per_node={torchrun}']
-        proc = subprocess.run(launcher + [str(ROOT / script), *map(str, args)], cwd=ROOT,
+        proc = subprocess.run(launcher + [str(ROOT / script), *map(str, args)], cwd=cwd,
                               capture_output=True, text=True, timeout=TIMEOUT,
                               env=None if env is None else {**os.environ, **env})
     if check and proc.returncode != 0 and not (torchrun and TEARDOWN_ABORT in proc.stderr):
@@ -73,12 +74,15 @@ def run(script, *args, torchrun=0, check=True, env=None, fresh=False):
 
 
 def run_pairwise(*calls):
-    """Independent script runs, each (script, *args), two at a time on one thread each: on a 2-core
-    machine that is faster than one after the other on two threads, as small models use a second
-    thread poorly. Each is checked as run() checks it."""
+    """Independent script runs, each (script, *args), two at a time (each on one thread, as every run
+    here is): on a 2-core machine that is faster than one after the other on two threads, as small
+    models use a second thread poorly. Each half runs in forks of a warm interpreter of its own, and
+    each run is checked as run() checks it."""
     from concurrent.futures import ThreadPoolExecutor
+    halves = [list(enumerate(calls))[k::2] for k in range(2)]
     with ThreadPoolExecutor(2) as pool:
-        return list(pool.map(lambda call: run(*call, env={'OMP_NUM_THREADS': '1'}), calls))
+        done = pool.map(lambda k: [(i, run(*call, server=k)) for i, call in halves[k]], range(2))
+    return [proc for _, proc in sorted(sum(done, []), key=lambda pair: pair[0])]
 
 
 def train_namespace(*args):
@@ -161,7 +165,11 @@ def gpt2_tokenizer(path):
 WARM = ['numpy', 'torch', 'torch.distributed', 'torch.nn.parallel', 'torch.distributed.fsdp',
         'torch.distributed.tensor', 'torch.distributed.checkpoint.state_dict', 'transformers', 'datasets',
         'tiktoken', 'sentencepiece', 'tokenizers', 'tqdm', 'matplotlib.pyplot', 'model', 'configurator',
-        'tokens', 'hf', 'memory', 'diagnose', 'fold']
+        'tokens', 'hf', 'memory', 'diagnose', 'fold',
+        # what hf.py imports on its first HF model or tokenizer: two seconds in every such script
+        'transformers.modeling_utils', 'transformers.models.auto.modeling_auto',
+        'transformers.models.auto.tokenization_auto', 'transformers.models.gpt2.modeling_gpt2',
+        'transformers.models.llama.modeling_llama']
 
 
 def serve():
@@ -171,7 +179,7 @@ def serve():
     import importlib
     import runpy
     import signal
-    sys.path.insert(0, str(ROOT))
+    sys.path[0:1] = [str(ROOT)]  # python -c's '' (the current folder) gives way to the scripts' folder, as for a script
     for name in WARM:
         importlib.import_module(name)
     reply = sys.stdout
@@ -240,16 +248,16 @@ class ScriptServer:
         self.count = 0
         self.lock = threading.Lock()
 
-    def run(self, script, *args):
+    def run(self, script, *args, cwd=ROOT):
         if import_environment() != self.env or self.proc.poll() is not None:
-            return run(script, *args, check=False, env=self.extra, fresh=True)
+            return run(script, *args, check=False, env=self.extra, fresh=True, cwd=cwd)
         with self.lock:
-            return self.forked(script, *args)
+            return self.forked(script, *args, cwd=cwd)
 
-    def forked(self, script, *args):
+    def forked(self, script, *args, cwd=ROOT):
         self.count += 1
         out, err = self.scratch / f'{self.count}.out', self.scratch / f'{self.count}.err'
-        request = dict(script=str(ROOT / script), args=[str(a) for a in args], cwd=str(ROOT), out=str(out),
+        request = dict(script=str(ROOT / script), args=[str(a) for a in args], cwd=str(cwd), out=str(out),
                        err=str(err), env={**os.environ, **(self.extra or {})})
         self.proc.stdin.write(json.dumps(request) + '\n')
         self.proc.stdin.flush()

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import configurator
-from conftest import ROOT, SHARED, require_shared
+from conftest import ROOT, SHARED, require_shared, run
 
 DOCS = [ROOT / 'README.md', *sorted((ROOT / 'docs').glob('*.md'))]
 SCRIPTS = ['train.py', 'sample.py', 'bench.py', 'evaluate.py', 'gpu_check.py', 'fold.py', 'diagnose.py',
@@ -104,9 +104,7 @@ def test_every_example_names_declared_flags_with_values_they_take(monkeypatch, w
     configurator.configure(flags, [a if a.startswith('--') or not configs else str(ROOT / a) for a in argv[:cut]],
                            script, '', configs=configs, positional='run_dirs' if script == 'plot.py' else None)
     if script == 'train.py':  # the rules that tie flags together, without data or a device
-        proc = subprocess.run([sys.executable, 'train.py', *argv, '--memory_plan'], cwd=ROOT,
-                              capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stderr
+        run('train.py', *argv, '--memory_plan')
 
 
 def test_examples_cover_every_script():

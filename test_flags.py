@@ -260,15 +260,13 @@ def test_a_script_started_wrongly_says_how_to_start_it(tmp_path):
 def test_a_config_file_not_found_points_at_the_one_meant(tmp_path):
     """A config file named relative to the repository from another folder names the repository's file;
     one misspelt, or named without its .py, names the existing file of that name. Each is one sentence."""
-    import subprocess
     for arg, cwd, said in (('config/quick_cpu.py', tmp_path, f"the repository's is {ROOT / 'config' / 'quick_cpu.py'}"),
                            ('config/quik_cpu.py', ROOT, 'did you mean config/quick_cpu.py?'),
                            ('config/quick_cpu', ROOT, 'did you mean config/quick_cpu.py?'),
                            (str(ROOT / 'config' / 'taper_internal_521.py'), tmp_path,
                             f"did you mean {ROOT / 'config' / 'taper_internal_512.py'}?"),
                            ('config/nothing_like_it.py', ROOT, '(arguments that are not --key=value name config files)')):
-        proc = subprocess.run([sys.executable, str(ROOT / 'train.py'), arg], cwd=cwd, capture_output=True, text=True,
-                              timeout=120)
+        proc = run('train.py', arg, check=False, cwd=cwd)
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         assert proc.returncode == 1 and len(lines) == 1 and said in lines[0], proc.stderr[-2000:]
 
@@ -454,9 +452,8 @@ def test_runs_that_are_not_what_they_seem_are_said(tmp_path, data_dir):
     out = run('sample.py', f'--out_dir={tmp_path}/b', f'--ckpt={tmp_path}/a/ckpt.pt', '--max_new_tokens=2').stdout
     assert f"--ckpt={tmp_path}/a/ckpt.pt is a path of its own, so that file is read, not a checkpoint in " \
            f"--out_dir={tmp_path}/b" in out, out
-    import subprocess  # --ckpt written from the current folder, where it is read inside --out_dir: named so
-    proc = subprocess.run([sys.executable, str(ROOT / 'sample.py'), '--out_dir=b', '--ckpt=a/ckpt.pt'], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    # --ckpt written from the current folder, where it is read inside --out_dir: named so
+    proc = run('sample.py', '--out_dir=b', '--ckpt=a/ckpt.pt', check=False, cwd=tmp_path)
     assert proc.returncode == 1 and proc.stderr.strip().endswith(
         "--ckpt is read inside --out_dir, not from the current folder: for a/ckpt.pt, pass --out_dir=a --ckpt=ckpt.pt"), \
         proc.stderr
@@ -494,7 +491,6 @@ def test_a_repository_path_given_from_another_folder_is_pointed_at(tmp_path, dat
     """The README's relative paths (out-quick-cpu, data/...) typed in another folder: each script says
     relative paths are read from the current folder and names the path in the repository, for a run
     folder, a checkpoint and a data folder alike. One sentence each."""
-    import subprocess
     from conftest import TINY
     run_dir = tmp_path / 'run'
     run('train.py', *TINY, '--max_iters=2', '--warmup_iters=1', '--taper_start=1', '--taper_end=2', '--lr_decay_iters=2',
@@ -514,8 +510,7 @@ def test_a_repository_path_given_from_another_folder_is_pointed_at(tmp_path, dat
                            (['plot.py', out], f"the repository's is {ROOT / out}"),
                            (['train.py', *TINY, f'--data_dir={data}', f'--out_dir={tmp_path}/new'],
                             f'pass --data_dir={ROOT / data}')):
-            proc = subprocess.run([sys.executable, str(ROOT / args[0]), *args[1:]], cwd=away, capture_output=True,
-                                  text=True, timeout=120)
+            proc = run(*args, check=False, cwd=away)
             lines = [line for line in proc.stderr.splitlines() if line.strip()]
             assert proc.returncode == 1 and len(lines) == 1, (args, proc.stderr[-2000:])
             assert said in lines[0] and (f'read from {away}' in lines[0] or f'in {away}, the current folder' in lines[0]), \

@@ -289,37 +289,38 @@ def test_a_run_whose_folder_changed_after_its_checks_stops_before_writing(data_d
     """A scratch run checks that out_dir holds no run, then spends its first evaluation and step before
     writing: a job submitted twice, whose other copy wrote its run meanwhile and ended, would replace that
     run. The folder is checked again at the first write: the run stops, and the other run's files stay."""
+    import signal
     import subprocess
     import sys
-    import time
     from conftest import ROOT
+
+    def meanwhile(out_dir, files, *args):
+        """train.py into out_dir, paused once its checks are done (the banner), while files are written."""
+        proc = subprocess.Popen([sys.executable, 'train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out_dir}',
+                                 '--eval_iters=100', *args], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        line = proc.stdout.readline()
+        while line and 'parameters' not in line:  # its checks are done; its iter-0 evaluation begins
+            line = proc.stdout.readline()
+        os.kill(proc.pid, signal.SIGSTOP)
+        out_dir.mkdir(exist_ok=True)
+        for name, data in files.items():
+            (out_dir / name).write_bytes(data)
+        os.kill(proc.pid, signal.SIGCONT)
+        _, err = proc.communicate(timeout=600)
+        return proc.returncode, err
+
     out = tmp_path / 'run'
-    proc = subprocess.Popen([sys.executable, 'train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}',
-                             '--eval_iters=400'], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    banner = proc.stdout.readline()
-    while banner and 'parameters' not in banner:  # its checks are done; its iter-0 evaluation begins
-        banner = proc.stdout.readline()
-    out.mkdir(exist_ok=True)
     other = {'ckpt.pt': b'the other run', 'log.jsonl': b'{"iter": 0}\n', 'config.json': b'{}'}
-    for name, data in other.items():
-        (out / name).write_bytes(data)
-    _, err = proc.communicate(timeout=600)
-    assert proc.returncode != 0 and 'Traceback' not in err, err[-2000:]
+    code, err = meanwhile(out, other)
+    assert code != 0 and 'Traceback' not in err, err[-2000:]
     assert f"ckpt.pt, config.json, log.jsonl in {out} changed after this run's checks" in err.strip().splitlines()[-1]
     assert {f.name: f.read_bytes() for f in out.iterdir()} == other
     # A figure plot.py writes beside the run meanwhile is not the run's: the run goes on, and it stays.
     beside = tmp_path / 'beside'
-    proc = subprocess.Popen([sys.executable, 'train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={beside}',
-                             '--eval_iters=400', '--max_iters=2', '--warmup_iters=1', '--taper_start=1', '--taper_end=2',
-                             '--lr_decay_iters=2', '--eval_interval=2'], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    while line and 'parameters' not in line:  # its checks are done
-        line = proc.stdout.readline()
-    beside.mkdir(exist_ok=True)
-    (beside / 'loss.png').write_bytes(b'a figure')
-    _, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0 and (beside / 'loss.png').read_bytes() == b'a figure', err[-2000:]
+    code, err = meanwhile(beside, {'loss.png': b'a figure'}, '--max_iters=2', '--warmup_iters=1', '--taper_start=1',
+                          '--taper_end=2', '--lr_decay_iters=2', '--eval_interval=2')
+    assert code == 0 and (beside / 'loss.png').read_bytes() == b'a figure', err[-2000:]
 
 
 def test_one_prepare_at_a_time_writes_a_data_folder(data_dir, tmp_path):

@@ -549,11 +549,10 @@ def test_resume_between_and_after_fakeln_removals_continues_the_same_run_bitwise
     and sigma EMA comes back, and so do the block order and the dropout masks."""
     common = [ROOT / 'config' / 'finetune_gpt2_s_fakeln.py', *FINETUNE_TINY, f'--init_from={tiny_gpt2}',
               f'--data_dir={owt_dir}', f'--out_dir={tmp_path}']
-    one_thread = {'OMP_NUM_THREADS': '1'}  # as the fixture's straight run (run_pairwise): bitwise needs the same
-    run('train.py', *common, f'--stop_iter={stop}', env=one_thread)
+    run('train.py', *common, f'--stop_iter={stop}')  # one thread, as the fixture's straight run: bitwise needs it
     removed = [r for m in GPT.from_checkpoint(str(tmp_path / 'ckpt.pt')).fakelns() for r in m.removed]
     assert 0 < sum(removed) < len(removed) if stop == 7 else all(removed)
-    run('train.py', *common, '--init_from=resume', env=one_thread)
+    run('train.py', *common, '--init_from=resume')
     assert_same_run(finetuned / 'fakeln', tmp_path)
 
 
