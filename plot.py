@@ -249,10 +249,12 @@ def token_kind(run):
 
 def tokens_note(runs):
     """A note when the runs drawn on one axis measure their loss in the tokens of different tokenizers
-    (nats per token are not comparable across them), else None."""
+    (nats per token are not comparable across them), else None. The data folders' tokenizers decide
+    where both are known (a model padded to a larger vocab_size reads the same tokens); else the
+    vocabularies."""
     kinds = [token_kind(run) for run in runs]
     for run, kind in zip(runs[1:], kinds[1:]):
-        differs = kind[1] != kinds[0][1] or (kind[0] and kinds[0][0] and kind[0] != kinds[0][0])
+        differs = kind[0] != kinds[0][0] if kind[0] and kinds[0][0] else kind[1] != kinds[0][1]
         if differs:
             said = lambda k: f"vocab_size {k[1]}" + (f", tokenizer {k[0]}" if k[0] else "")
             return (f"note: {runs[0]['dir']} ({said(kinds[0])}) and {run['dir']} ({said(kind)}) measure their loss in "

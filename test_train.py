@@ -340,8 +340,8 @@ def test_plot_says_when_two_seeds_of_a_setting_share_their_seed(runs, tmp_path):
 
 def test_plot_says_when_runs_on_one_axis_count_different_tokens(runs, tmp_path):
     """A loss in nats per token compares runs of one tokenizer only: plot.py notes a run whose data is
-    another tokenizer's (its vocabulary, or the tokenizer its data folder's meta.json names), and says
-    nothing of runs of one tokenizer."""
+    another tokenizer's (the tokenizer its data folder's meta.json names, or without one its vocabulary),
+    and says nothing of runs of one tokenizer, a model padded to a larger vocabulary among them."""
     other = tmp_path / 'other'  # the same run, as if trained on GPT-2 tokens
     shutil.copytree(runs / 'baseline', other, ignore=shutil.ignore_patterns('*.pt'))  # its log, as assets/runs keep
     config = json.load(open(other / 'config.json'))
@@ -353,9 +353,13 @@ def test_plot_says_when_runs_on_one_axis_count_different_tokens(runs, tmp_path):
     both = [str(runs / 'baseline'), str(other), '--labels=a,b']
     said = run('plot.py', *both, f'--out_dir={tmp_path / "figs"}').stdout
     assert said.count('note:') == 1 and 'tokenizer gpt2) measure their loss in the tokens of different tokenizers' in said
-    json.dump(config | {'vocab_size': 2 * config['vocab_size']}, open(other / 'config.json', 'w'))  # the same data
+    padded = config | {'vocab_size': 2 * config['vocab_size']}  # the same data, a model with unused rows
+    json.dump(padded, open(other / 'config.json', 'w'))
     said = run('plot.py', *both, f'--out_dir={tmp_path / "figs2"}').stdout
-    assert f"(vocab_size {2 * config['vocab_size']}, tokenizer sentencepiece " in said and 'measure their loss' in said
+    assert 'note:' not in said, said
+    json.dump(padded | {'data_dir': str(tmp_path / 'gone')}, open(other / 'config.json', 'w'))  # its data unknown
+    said = run('plot.py', *both, f'--out_dir={tmp_path / "figs2"}').stdout
+    assert f"(vocab_size {2 * config['vocab_size']}) measure their loss" in said, said
     said = run('plot.py', str(runs / 'baseline'), str(runs / 'internal_aux'), f'--out_dir={tmp_path / "figs3"}').stdout
     assert 'note:' not in said
 
