@@ -310,12 +310,42 @@ FLAGS = dict(
 )
 
 
-def checked(config, path=None):
+def model_remedy(argv):
+    """What to change when train.py's settings for argv (config files, --key=value) make no model: the
+    flags that turn the config files' own model into none (--arch=gpt2 over a Llama's config), else the
+    last config file, or with none the flags."""
+    flags = train_flags()
+    argv = [a for a in joined(argv, flags) if not a.startswith('--') or a[2:].partition('=')[0] in flags]
+    files = [a for a in argv if not a.startswith('--')]
+    if not files:
+        return "change the flags that set them"
+    as_filed = resolve(files)
+    try:
+        model_config(as_filed)
+    except ValueError:
+        return f"fix {files[-1]}"
+    given, config = {a[2:].partition('=')[0] for a in argv if a.startswith('--')}, resolve(argv)
+    moved = [k for k in GPTConfig.__dataclass_fields__ if k in given and config[k] != as_filed[k]]
+    if not moved:
+        return f"fix {files[-1]}"
+
+    def valid(values):
+        try:
+            return bool(model_config(values))
+        except ValueError:
+            return False
+    moved = [k for k in moved if valid(config | {k: as_filed[k]})] or moved  # the flags whose file value alone mends it
+    return (f"{' '.join(files)} on its own is a model, and {' '.join(f'--{k}={config[k]}' for k in moved)} "
+            f"make{'s' if len(moved) == 1 else ''} it none: drop {'that flag' if len(moved) == 1 else 'those flags'}, "
+            f"or start from the config of the model meant")
+
+
+def checked(config, argv):
     """config, after the model's own checks of its shape and settings (GPTConfig's): one sentence."""
     try:
         model_config(config)
     except ValueError as e:
-        raise SystemExit(f"{e}: fix {path or 'the config'}") from None
+        raise SystemExit(f"{e}: {model_remedy(argv)}") from None
     return config
 
 
@@ -364,7 +394,7 @@ def hf_shaped(config, argv):
     elif config['block_size'] > pretrained.block_size:
         raise SystemExit(f"block_size={config['block_size']} exceeds {config['init_from']}'s context of "
                          f"{pretrained.block_size}: lower --block_size")
-    return checked(config | shape)
+    return checked(config | shape, argv)
 
 
 def main(argv=None):
@@ -399,7 +429,7 @@ def main(argv=None):
         if len(files) > 1:  # layered, as train.py reads them; a reader who meant a table is told how
             print(f"note: the {len(files)} config files are applied one over another, as train.py reads them, for one "
                   f"plan; --summary plans each apart")
-        print(describe(hf_shaped(checked(resolve(rest)), argv), nproc, gpu_gb))
+        print(describe(hf_shaped(checked(resolve(rest), rest), argv), nproc, gpu_gb))
         return
     files = [a for a in rest if not a.startswith('--')]
     flags = [a for a in rest if a.startswith('--')]
@@ -411,7 +441,7 @@ def main(argv=None):
         raise SystemExit(f"--summary would plan {twice} more than once (it is named twice): name each config file once")
     rows = []  # every row planned before the table starts: a refused config leaves no half table
     for path in files:
-        config = hf_shaped(checked(resolve([path, *flags]), path), [path, *flags])
+        config = hf_shaped(checked(resolve([path, *flags]), [path, *flags]), [path, *flags])
         try:  # each file's own batch: the check above read the files layered
             _, micro = split_batch(config, nproc)
         except ValueError as e:

@@ -65,7 +65,16 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('unknown arch', 'train.py', [*T, '--arch=bert'], "arch='bert' is not one of", None),
     ('unknown taper', 'train.py', [*T, '--taper=half'], "taper='half' is not one of", None),
     ('unknown aux loss', 'train.py', [*T, '--aux_loss=l2'], "aux_loss='l2' is not one of", None),
-    ('DyT with a taper', 'train.py', [*T, '--norm=dyt'], "norm='dyt' leaves no norm to taper", None),
+    ('DyT with a taper', 'train.py', [*T, '--norm=dyt'],
+     "norm='dyt' leaves no norm to taper or remove: use taper='none' and fakeln=False with it: change the flags", None),
+    ("a flag that makes a config file's model none (--arch=gpt2 over a Llama's config)", 'train.py',
+     ['config/finetune_smollm2_135m_alltaper.py', '--n_layer=2', '--n_head=3', '--n_embd=96', '--arch=gpt2', '--out_dir={root}/arch_flag'],
+     'finetune_smollm2_135m_alltaper.py on its own is a model, and --arch=gpt2 makes it none: drop that flag', None),
+    ("memory: a flag that makes a config file's model none", 'memory.py',
+     ['config/finetune_gpt2_s_fakeln.py', '--taper=internal', '--nproc', '2'],
+     'finetune_gpt2_s_fakeln.py on its own is a model, and --taper=internal makes it none: drop that flag', None),
+    ("a config file whose own settings are no model", 'train.py', ['{root}/gpt2_gqa.py', *T],
+     "(its MLP is 4 n_embd wide) stay at their defaults: fix ", None),
     ('FakeLN on RMSNorm', 'train.py', [*T, '--fakeln', '--taper=none'], 'fakeln replaces LayerNorms', None),
     ('dtype float16', 'train.py', [*T, '--dtype=float16'], "dtype='float16' is not one of", None),
     ('unknown device', 'train.py', [*T, '--device=tpu'], "device='tpu' is not supported", None),
@@ -1242,6 +1251,7 @@ def make_workspace(root, data_dir):
     word_tokenizer(f'{root}/words', 10)
     open(f'{root}/badtype.py', 'w').write("batch_size = 'big'\n")
     open(f'{root}/badkey.py', 'w').write("learning_rat = 1e-3\n")
+    open(f'{root}/gpt2_gqa.py', 'w').write("arch = 'gpt2'\nnorm = 'layernorm'\nn_kv_head = 2\n")
     open(f'{root}/badrange.py', 'w').write("n_layer = 0\n")
     open(f'{root}/syntax.py', 'w').write('# a config\nlearning_rate = = 3e-4\n')
     open(f'{root}/nameerror.py', 'w').write('learning_rate = lr * 2\n')

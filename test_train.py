@@ -556,6 +556,15 @@ def test_resume_between_and_after_fakeln_removals_continues_the_same_run_bitwise
     run('train.py', *common, f'--stop_iter={stop}')  # one thread, as the fixture's straight run: bitwise needs it
     removed = [r for m in GPT.from_checkpoint(str(tmp_path / 'ckpt.pt')).fakelns() for r in m.removed]
     assert 0 < sum(removed) < len(removed) if stop == 7 else all(removed)
+    # The blocks layout's epoch order counts the run's blocks and sequences per step: neither may change.
+    before = {f: f.read_bytes() for f in tmp_path.iterdir() if f.is_file()}
+    for change, said in ((['--block_size=32'], 'block_size 64 -> 32 in'),
+                         (['--batch_size=2', '--gradient_accumulation_steps=2'], 'the global batch 8 -> 4 sequences (batch_size x gradient_accumulation_steps) in')):
+        proc = run('train.py', *common, '--init_from=resume', *change, check=False)
+        assert proc.returncode == 1 and proc.stderr.count('\n') == 1, proc.stderr
+        assert f"cannot resume: {said} data_layout='blocks', whose epoch order counts the run's 64-token blocks, 8 a " \
+               f"step, would skip some blocks of the epoch under way and read others twice" in proc.stderr, proc.stderr
+    assert {f: f.read_bytes() for f in tmp_path.iterdir() if f.is_file()} == before
     run('train.py', *common, '--init_from=resume')
     assert_same_run(finetuned / 'fakeln', tmp_path)
 

@@ -317,7 +317,7 @@ def check_config():
                   n_head=n_head, n_kv_head=n_kv_head, tied_head=tied_head, mlp_hidden=mlp_hidden, dropout=dropout,
                   fakeln_momentum=fakeln_momentum, fakeln_sigma=fakeln_sigma)
     except ValueError as e:
-        fail(f"{e}: fix the config")
+        fail(f"{e}: {memory.model_remedy(sys.argv[1:])}")
     if init_from_mistake(init_from, ['scratch', 'resume']):
         fail(init_from_mistake(init_from, ['scratch', 'resume']))
     if init_from not in ('scratch', 'resume') and local_mistake(init_from):  # before the data: it is not what is wrong
@@ -863,6 +863,14 @@ elif init_from == 'resume':
         k = fixed[0]
         fail(f"cannot resume: {said(k)} would change the data (or weights) the run "
              f"in progress was drawn from: a resume keeps the run's {k}; start a new run for another one")
+    then = checkpoint['config']
+    then_batch = then.get('batch_size', batch_size) * then.get('gradient_accumulation_steps', gradient_accumulation_steps)
+    if data_layout == 'blocks' and ('block_size' in changed or then_batch != world_batch):
+        moved = said('block_size') if 'block_size' in changed else \
+            f"the global batch {then_batch} -> {world_batch} sequences (batch_size x gradient_accumulation_steps)"
+        fail(f"cannot resume: {moved} in data_layout='blocks', whose epoch order counts the run's "
+             f"{then.get('block_size', block_size)}-token blocks, {then_batch} a step, would skip some blocks of "
+             f"the epoch under way and read others twice: keep them, or start a new run")
     if 'taper_start' in changed and needs_start and (model.started or config['taper_start'] < iter_num):
         fail(f"cannot resume: {said('taper_start')} at iter "
              f"{iter_num}: " + ("the taper has started, and c, gammatilde and s_tgt are calibrated" if model.started
