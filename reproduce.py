@@ -361,8 +361,12 @@ def check_args(args, train_args):
             raise SystemExit(f"--{name} after -- would leave every run unfinished, and the later stages score, fold and "
                              f"plot finished runs: drop it (a stopped reproduce.py resumes its runs when run again)")
         if arg.startswith('--') and name in SET_HERE:
+            instead = {'seed': f"the seeds are --seeds (e.g. --seeds={arg.partition('=')[2] or '1,2,3'}), before --",
+                       'taper': "the settings trained are --settings (e.g. --settings=baseline,all), before --",
+                       'aux_loss': "the settings trained are --settings (e.g. --settings=all,all-noaux), before --",
+                       }.get(name, "the data folder is --data_dir, the run folders lie under --out_root")
             raise SystemExit(f"--{name} after -- would override what reproduce.py sets for every run: drop it "
-                             f"(the data folder is --data_dir, the run folders lie under --out_root)")
+                             f"({instead})")
     if train_args:  # train.py checks its own flags and their rules, then exits without reading or writing
         procs = [subprocess.Popen([sys.executable, script('train.py'), CONFIG, f'--taper={taper}', f'--aux_loss={aux}',
                                    f'--out_dir={os.path.join(args.out_root, name)}', f'--data_dir={args.data_dir}',
