@@ -248,17 +248,18 @@ class ScriptServer:
         self.count = 0
         self.lock = threading.Lock()
 
-    def run(self, script, *args, cwd=ROOT):
+    def run(self, script, *args, cwd=ROOT, env=None):
+        """env: variables the fork alone gets, which no import may read (a row's RANK, say)."""
         if import_environment() != self.env or self.proc.poll() is not None:
-            return run(script, *args, check=False, env=self.extra, fresh=True, cwd=cwd)
+            return run(script, *args, check=False, env={**(self.extra or {}), **(env or {})}, fresh=True, cwd=cwd)
         with self.lock:
-            return self.forked(script, *args, cwd=cwd)
+            return self.forked(script, *args, cwd=cwd, env=env)
 
-    def forked(self, script, *args, cwd=ROOT):
+    def forked(self, script, *args, cwd=ROOT, env=None):
         self.count += 1
         out, err = self.scratch / f'{self.count}.out', self.scratch / f'{self.count}.err'
         request = dict(script=str(ROOT / script), args=[str(a) for a in args], cwd=str(cwd), out=str(out),
-                       err=str(err), env={**os.environ, **(self.extra or {})})
+                       err=str(err), env={**os.environ, **(self.extra or {}), **(env or {})})
         self.proc.stdin.write(json.dumps(request) + '\n')
         self.proc.stdin.flush()
         reply = self.proc.stdout.readline()

@@ -1678,11 +1678,21 @@ def run_case(case, root, data_dir, servers=None):
     env = env and {k: v.format(root=root) for k, v in env.items()}
     if server is not None:
         return server.run(script, *args)
+    if env and set(env) <= set(RUN_TIME_ENV) and () in (servers or {}):  # read as the script runs: the fork's own
+        return servers[()].run(script, *args, env=env)
     return run(script, *args, check=False, env=env, fresh=True)
 
 
-FRESH_EVERY = 60  # every 60th row, and one row of each warm environment, also runs as a plain subprocess
+FRESH_EVERY = 60  # every 60th row, one row of each warm environment and one of RUN_TIME_ENV also run as plain subprocesses
+# torchrun's variables, which the scripts read as they run and no import reads: a row that sets only these
+# runs in a fork of the plain warm interpreter, with them set in the fork.
+RUN_TIME_ENV = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')
 SHARED_ENV = 5  # an environment that this many rows set gets a warm interpreter of its own
+
+
+def run_time_row():
+    """The first row whose environment holds RUN_TIME_ENV's variables alone."""
+    return next(c for c in CASES if c[4] and set(c[4]) <= set(RUN_TIME_ENV))
 
 
 def warm_environments():
@@ -1710,7 +1720,7 @@ def outcomes(data_dir, tmp_path_factory):
             server.close()
     procs = dict(zip([c[0] for c in halves[0]] + [c[0] for c in halves[1]], done[0] + done[1]))
     sample = CASES[::FRESH_EVERY] + [next(c for c in CASES if tuple(sorted((c[4] or {}).items())) == env)
-                                     for env in warm_environments()[1:]]
+                                     for env in warm_environments()[1:]] + [run_time_row()]
     with ThreadPoolExecutor(2) as pool:
         fresh = dict(zip([c[0] for c in sample], pool.map(lambda c: run_case(c, root, data_dir), sample)))
     after = {**digest(root), **digest(data_dir)}
@@ -1825,6 +1835,7 @@ def test_a_fresh_process_gives_what_the_fork_gave(outcomes):
     procs, _, fresh, _ = outcomes
     sampled = {tuple(sorted((c[4] or {}).items())) for c in CASES if c[0] in fresh}
     assert len(fresh) >= len(CASES) // FRESH_EVERY and sampled >= set(warm_environments())
+    assert run_time_row()[0] in fresh
     for name, proc in fresh.items():
         assert (proc.returncode, proc.stderr.strip()) == (procs[name].returncode, procs[name].stderr.strip()), name
 

@@ -545,26 +545,31 @@ def test_finetuning_protocols_reach_a_layernorm_free_model(finetuned, proto):
 
 
 # The scaled-down FakeLN schedule removes ln_2 at 2-3, ln_1 (Q/K) at 6-7, ln_1 (V) at 9-10, ln_f at 13.
-@pytest.mark.parametrize('stop', [7, 14])
 def test_resume_between_and_after_fakeln_removals_continues_the_same_run_bitwise(finetuned, owt_dir, tiny_gpt2,
-                                                                                  tmp_path, stop):
-    """A FakeLN fine-tune (shuffled blocks, dropout, the live sigma EMA) stopped between two removals,
-    or after the last, and resumed, is the run that never stopped: each frozen sigma_avg, removal step
-    and sigma EMA comes back, and so do the block order and the dropout masks."""
+                                                                                  tmp_path):
+    """A FakeLN fine-tune (shuffled blocks, dropout, the live sigma EMA) stopped between two removals
+    (iter 7), resumed, stopped again after the last (iter 14) and resumed, is the run that never stopped:
+    each frozen sigma_avg, removal step and sigma EMA comes back, and so do the block order and the
+    dropout masks."""
     common = [ROOT / 'config' / 'finetune_gpt2_s_fakeln.py', *FINETUNE_TINY, f'--init_from={tiny_gpt2}',
               f'--data_dir={owt_dir}', f'--out_dir={tmp_path}']
-    run('train.py', *common, f'--stop_iter={stop}')  # one thread, as the fixture's straight run: bitwise needs it
-    removed = [r for m in GPT.from_checkpoint(str(tmp_path / 'ckpt.pt')).fakelns() for r in m.removed]
-    assert 0 < sum(removed) < len(removed) if stop == 7 else all(removed)
+
+    def removed():
+        return [r for m in GPT.from_checkpoint(str(tmp_path / 'ckpt.pt')).fakelns() for r in m.removed]
+    run('train.py', *common, '--stop_iter=7')  # one thread, as the fixture's straight run: bitwise needs it
+    assert 0 < sum(removed()) < len(removed())
     # The blocks layout's epoch order counts the run's blocks and sequences per step: neither may change.
     before = {f: f.read_bytes() for f in tmp_path.iterdir() if f.is_file()}
     for change, said in ((['--block_size=32'], 'block_size 64 -> 32 in'),
-                         (['--batch_size=2', '--gradient_accumulation_steps=2'], 'the global batch 8 -> 4 sequences (batch_size x gradient_accumulation_steps) in')):
+                         (['--batch_size=2', '--gradient_accumulation_steps=2'],
+                          'the global batch 8 -> 4 sequences (batch_size x gradient_accumulation_steps) in')):
         proc = run('train.py', *common, '--init_from=resume', *change, check=False)
         assert proc.returncode == 1 and proc.stderr.count('\n') == 1, proc.stderr
         assert f"cannot resume: {said} data_layout='blocks', whose epoch order counts the run's 64-token blocks, 8 a " \
                f"step, would skip some blocks of the epoch under way and read others twice" in proc.stderr, proc.stderr
     assert {f: f.read_bytes() for f in tmp_path.iterdir() if f.is_file()} == before
+    run('train.py', *common, '--init_from=resume', '--stop_iter=14')
+    assert all(removed())
     run('train.py', *common, '--init_from=resume')
     assert_same_run(finetuned / 'fakeln', tmp_path)
 
