@@ -319,21 +319,17 @@ def model_remedy(argv):
     files = [a for a in argv if not a.startswith('--')]
     if not files:
         return "change the flags that set them"
-    as_filed = resolve(files)
-    try:
-        model_config(as_filed)
-    except ValueError:
-        return f"fix {files[-1]}"
-    given, config = {a[2:].partition('=')[0] for a in argv if a.startswith('--')}, resolve(argv)
-    moved = [k for k in GPTConfig.__dataclass_fields__ if k in given and config[k] != as_filed[k]]
-    if not moved:
-        return f"fix {files[-1]}"
 
     def valid(values):
         try:
             return bool(model_config(values))
         except ValueError:
             return False
+    as_filed = resolve(files)
+    given, config = {a[2:].partition('=')[0] for a in argv if a.startswith('--')}, resolve(argv)
+    moved = [k for k in GPTConfig.__dataclass_fields__ if k in given and config[k] != as_filed[k]]
+    if not valid(as_filed) or not moved:
+        return f"fix {files[-1]}"
     moved = [k for k in moved if valid(config | {k: as_filed[k]})] or moved  # the flags whose file value alone mends it
     return (f"{' '.join(files)} on its own is a model, and {' '.join(f'--{k}={config[k]}' for k in moved)} "
             f"make{'s' if len(moved) == 1 else ''} it none: drop {'that flag' if len(moved) == 1 else 'those flags'}, "
