@@ -133,7 +133,8 @@ def test_a_resume_may_not_move_a_fakeln_removal_that_has_happened_or_into_the_pa
 def test_a_resume_continues_the_run_with_its_own_config(data_dir, tmp_path):
     """--init_from=resume --out_dir=<run> alone continues the run as it was configured: the same weights,
     bit for bit, as the run resumed with its full command line. A flag given on the resume changes
-    that one setting, and says so."""
+    that one setting, and says so; a changed learning-rate schedule also says the learning rate at the
+    resume step before and after."""
     args = [*TINY, f'--data_dir={data_dir}']
     for name in ('bare', 'full'):
         run('train.py', *args, f'--out_dir={tmp_path / name}', '--stop_iter=20')
@@ -148,6 +149,9 @@ def test_a_resume_continues_the_run_with_its_own_config(data_dir, tmp_path):
     proc = run('train.py', '--init_from=resume', f'--out_dir={tmp_path / "bare"}', '--max_iters=44',
                '--lr_decay_iters=44')
     assert 'resuming with changed settings: max_iters 40 -> 44, lr_decay_iters 40 -> 44' in proc.stdout
+    import math  # the finished run's learning rate, 0 at its end, climbs back up the longer cosine: said
+    lr = 0.5 * (1 + math.cos(math.pi * (40 - 8) / (44 - 8))) * 3e-3
+    assert f"note: the learning rate at iter 40 goes from 0 (the checkpoint's schedule) to {lr:.3g}" in proc.stdout
     assert rows(tmp_path / 'bare')[-1]['iter'] == 44
     assert 'config.json gives' not in proc.stdout  # its own copy, unedited
     config = json.load(open(tmp_path / 'bare' / 'config.json'))  # edited by hand: it changes nothing, and is said

@@ -757,13 +757,16 @@ def get_step_batches(it):
 
 
 # --- schedules ----------------------------------------------------------------------------------
-def get_lr(it):
-    if it < warmup_iters:
-        return learning_rate * (it + 1) / (warmup_iters + 1)
-    if it > lr_decay_iters:
-        return min_lr
-    ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (learning_rate - min_lr)
+def get_lr(it, run=None):
+    """nanoGPT's linear warmup then cosine decay to min_lr; run: another config's schedule (a checkpoint's)."""
+    c = globals() if run is None else run
+    lr, warmup, decay, floor = (c[k] for k in ('learning_rate', 'warmup_iters', 'lr_decay_iters', 'min_lr'))
+    if it < warmup:
+        return lr * (it + 1) / (warmup + 1)
+    if it > decay:
+        return floor
+    ratio = (it - warmup) / (decay - warmup)
+    return floor + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - floor)
 
 
 def get_gate(it):
@@ -918,6 +921,10 @@ elif init_from == 'resume':
                   f"rewritten from it); change a setting with its flag")
     if master and changed:  # allowed (e.g. a lower learning rate after a spike), but never silently
         print("resuming with changed settings: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
+        was, now = get_lr(iter_num, checkpoint['config']), get_lr(iter_num)
+        if was != now:  # e.g. a finished run extended: its learning rate climbs back up the new cosine
+            print(f"note: the learning rate at iter {iter_num} goes from {was:.3g} (the checkpoint's schedule) to "
+                  f"{now:.3g}")
 else:
     settings = dict(taper=taper, aux_loss=aux_loss, aux_weight=aux_weight, ema_rate=ema_rate, dropout=dropout,
                     fakeln=fakeln, fakeln_momentum=fakeln_momentum, fakeln_sigma=fakeln_sigma)
