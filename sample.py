@@ -79,6 +79,8 @@ try:
     device = pick_device(device)
 except (FlagError, ValueError) as e:
     fail(str(e))
+if dtype == 'bfloat16' and not device.startswith('cuda') and any(a.startswith('--dtype') for a in sys.argv[1:]):
+    print(f"note: --dtype=bfloat16 autocasts on CUDA only, so on {device} the samples are drawn in float32")
 if temperature == 0 and num_samples > 1:
     print(f"note: temperature=0 decodes greedily, so the {num_samples} samples are the same (top_k and seed are not "
           f"read): set a temperature above 0 for different ones")

@@ -240,8 +240,8 @@ def test_checkpoint_loader_refuses_in_one_sentence(data_dir, tmp_path):
 
 def test_settings_the_run_never_reads_are_said(data_dir, tmp_path):
     """A flag whose setting this run ignores (the W&B project without --wandb_log, a FakeLN setting without
-    --fakeln, --compile under TORCHDYNAMO_DISABLE=1) is named in a note, not dropped without a word; a run
-    that uses them gets none."""
+    --fakeln, --compile under TORCHDYNAMO_DISABLE=1, --dtype=bfloat16 on the CPU) is named in a note,
+    not dropped without a word; a run that uses them gets none."""
     args = [*TINY, f'--data_dir={data_dir}', '--eval_only']
     out = run('train.py', *args, f'--out_dir={tmp_path / "a"}', '--wandb_project=mine', '--fakeln_sigma=pretrained').stdout
     assert "note: fakeln_sigma='pretrained', wandb_project='mine' has no effect in this run" in out
@@ -254,6 +254,9 @@ def test_settings_the_run_never_reads_are_said(data_dir, tmp_path):
     assert 'note: the cosine decay runs to lr_decay_iters=40, past max_iters=12' in short
     off = run('train.py', *args, f'--out_dir={tmp_path / "e"}', '--compile=True', env={'TORCHDYNAMO_DISABLE': '1'}).stdout
     assert 'note: --compile=True has no effect: TORCHDYNAMO_DISABLE=1 in the environment' in off
+    cpu = run('train.py', *args, f'--out_dir={tmp_path / "f"}', '--dtype=bfloat16').stdout  # TINY: --device=cpu
+    assert 'note: --dtype=bfloat16 autocasts on CUDA only, so on the CPU the run trains in float32' in cpu
+    assert 'autocasts on CUDA only' not in run('train.py', *args, f'--out_dir={tmp_path / "g"}').stdout  # the default
 
 
 def test_resume_drops_a_torn_last_log_line_with_a_warning(data_dir, tmp_path):
@@ -386,7 +389,8 @@ def test_fold_script_refuses_a_baseline(runs):
 
 def test_sample_script_decodes_with_the_runs_tokenizer(runs):
     """sample.py prints text from a checkpoint and from its folded version; greedy decoding gives the
-    same text from both (the folded model is the g = 0 model)."""
+    same text from both (the folded model is the g = 0 model). --dtype=bfloat16 on the CPU says it
+    samples in float32, and does."""
     run('fold.py', f'--out_dir={runs / "internal_aux"}')
     common = [f'--out_dir={runs / "internal_aux"}', '--device=cpu', '--num_samples=2',
               '--max_new_tokens=20', '--temperature=0', '--start=Once upon a time']
@@ -397,6 +401,9 @@ def test_sample_script_decodes_with_the_runs_tokenizer(runs):
     assert len(texts[0]) > len('Once upon a time') + 10
     assert folded.replace('sampling the tapered model at g = 0\n', '') == \
         plain.replace('sampling the tapered model at g = 0\n', '')
+    note = 'note: --dtype=bfloat16 autocasts on CUDA only, so on cpu the samples are drawn in float32\n'
+    bf16 = run('sample.py', *common, '--dtype=bfloat16').stdout  # said, and drawn as said: in float32
+    assert note in bf16 and bf16.replace(note, '') == plain and 'autocasts' not in plain
     sampled = run('sample.py', f'--out_dir={runs / "internal_aux"}', '--device=cpu', '--num_samples=1',
                   '--max_new_tokens=10', '--top_k=5', '--start=FILE:' + str(SHARED / 'tinystories' / 'valid_sample.txt'),
 )

@@ -510,6 +510,8 @@ if not device:
     if device == 'cpu' and rank == 0:
         print("no CUDA device here: training on the CPU in float32 (config/tinystories_cpu.py is a run sized for "
               "a CPU)")
+elif dtype == 'bfloat16' and 'dtype' in flagged and device == 'cpu' and rank == 0:
+    print("note: --dtype=bfloat16 autocasts on CUDA only, so on the CPU the run trains in float32")
 ram = memory.device_bytes('cpu')
 if 8 * eval_iters * batch_size > ram / 2:  # estimate_loss's window index, in host memory
     fail(f"eval_iters={eval_iters} x batch_size={batch_size} windows would not fit in this machine's "
