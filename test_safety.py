@@ -163,6 +163,31 @@ def test_a_resume_continues_the_run_with_its_own_config(data_dir, tmp_path):
     assert json.load(open(tmp_path / 'bare' / 'config.json'))['n_layer'] == 2  # rewritten from the checkpoint
 
 
+
+def test_a_resume_takes_the_optimizer_groups_of_its_config_and_keeps_each_parameters_moments(data_dir, tmp_path):
+    """AdamW on a resume: which parameters decay and the hyper-parameters are the config's, which a resume
+    may change (--decay_fakeln_weight moves FakeLN's gamma out of the decayed group, --weight_decay and
+    --beta2 change), while every parameter keeps the moments the checkpoint saved for it; the resumed
+    run then trains to the end."""
+    import torch
+    from conftest import train_namespace
+    out = tmp_path / 'run'
+    args = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}', *SETTINGS['fakeln']]
+    run('train.py', *args, '--weight_decay=0.1', '--decay_fakeln_weight', '--stop_iter=16')
+    saved = torch.load(out / 'ckpt.pt', weights_only=True)['optimizer']['state']
+    ns = train_namespace('--init_from=resume', f'--out_dir={out}', '--decay_fakeln_weight=False',
+                         '--weight_decay=0.2', '--beta2=0.95', '--eval_only')
+    optimizer, model = ns['optimizer'], ns['raw_model']
+    gains = {id(m.weight) for m in model.fakelns()}
+    group = {id(p): g for g in optimizer.param_groups for p in g['params']}
+    for name, p in model.named_parameters():
+        assert group[id(p)]['weight_decay'] == (0.2 if p.dim() >= 2 else 0.0), name  # FakeLN's gamma: 1-D
+        assert group[id(p)]['betas'] == (0.9, 0.95)
+        assert all(torch.equal(optimizer.state[p][k], v) for k, v in saved[name].items()), name
+    assert gains and len(optimizer.param_groups) == 2
+    proc = run('train.py', '--init_from=resume', f'--out_dir={out}', '--decay_fakeln_weight=False')
+    assert 'decay_fakeln_weight True -> False' in proc.stdout and rows(out)[-1]['iter'] == 40
+
 @pytest.mark.parametrize('stop', ['SIGTERM', 'SIGUSR1', 'SIGHUP', 'SIGXCPU'])
 def test_a_scheduler_kill_rolls_back_like_ctrl_c(data_dir, tmp_path, stop):
     """SIGTERM (a cluster's time limit), SIGUSR1 (SLURM's warning that it is near), SIGHUP (the terminal

@@ -971,11 +971,17 @@ full_state = StateDictOptions(full_state_dict=True, cpu_offload=True) if fsdp el
 
 
 def load_optimizer_state(state):
-    """AdamW's state, keyed by parameter name, so any mode resumes any other. A parameter that had
+    """AdamW's state, keyed by parameter name, so any mode resumes any other. Each parameter keeps its
+    moments, and the groups are this run's: which parameters decay and the hyper-parameters
+    (weight_decay, betas) follow the config, which a resume may change (decay_fakeln_weight moves
+    FakeLN's gamma between the groups; the learning rate is set every step). A parameter that had
     no gradient yet has no state in the checkpoint (gammatilde before taper start): torch's loader
     first gives every parameter a zero-step state, which is dropped again so that its first step is
     AdamW's first step, as in the run that was not interrupted."""
-    set_optimizer_state_dict(raw_model, optimizer, state,
+    names = {p: name for name, p in raw_model.named_parameters()}
+    groups = [{k: v for k, v in group.items() if k != 'params'} | {'params': [names[p] for p in group['params']]}
+              for group in optimizer.param_groups]
+    set_optimizer_state_dict(raw_model, optimizer, {'state': state['state'], 'param_groups': groups},
                              options=StateDictOptions(full_state_dict=fsdp, strict=False))
     saved = set(state['state'])
     for name, p in raw_model.named_parameters():
@@ -1013,11 +1019,6 @@ if checkpoint is not None:
     except (KeyError, ValueError, RuntimeError, TypeError, AttributeError) as e:
         fail(f"cannot resume: the optimizer state in {ckpt_path} does not fit this model "
              f"({(str(e).splitlines() or [type(e).__name__])[0]})")
-    # AdamW's hyper-parameters are the config's, not the checkpoint's (a resume may change them; the
-    # learning rate is set every step): group 0 decays, group 1 does not (configure_optimizers)
-    for group in optimizer.param_groups:
-        group['betas'] = (beta1, beta2)
-    optimizer.param_groups[0]['weight_decay'] = weight_decay
     try:
         sampler.set_state(checkpoint['sampler'])
         torch.set_rng_state(checkpoint['rng']['torch'])
