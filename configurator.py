@@ -809,9 +809,11 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                             f"after it changes {key} alone: " + (f"set {key} = {values[key]!r} in {path}" if own else
                                                                  f"give --{key}={raw} before {path}, which then reads it"))
     if overrides and layered_note:  # stacked config files, e.g. a shell's {a,b}_{64,512} pattern expanded to several
-        key, first, later = overrides[0]
-        note(f"later config files change {len(overrides)} value(s) that earlier ones set, e.g. {key} of {first} by "
-             f"{later}: the last config file to set a value decides it")
+        pairs = {}  # (earlier file, later file): the values the later one changes
+        for key, first, later in overrides:
+            pairs.setdefault((first, later), []).append(key)
+        note("; ".join(f"{later} changes {', '.join(keys[:8])}{', ...' if len(keys) > 8 else ''} of {first}"
+                       for (first, later), keys in pairs.items()) + ": the last config file to set a value decides it")
     if positional:
         if not loose:
             raise FlagError(f"{prog} needs at least one {positional} argument (`python {prog} --help`)")
@@ -1057,7 +1059,7 @@ def read_file(path, values, flags, prog):
                     imported |= set(dir(sys.modules.get(node.module) or importlib.import_module(node.module)))
                 else:
                     imported.add((alias.asname or alias.name).partition('.')[0])
-    assigned = {}
+    assigned, bound = {}, bound_names(tree) | imported
     for key, value in namespace.items():
         if key.startswith('_') or isinstance(value, (types.ModuleType, types.FunctionType, type)) or \
                 (callable(value) and key not in flags) or (key in imported and key not in flags):  # from math import *
@@ -1067,13 +1069,27 @@ def read_file(path, values, flags, prog):
                             f"assigns each at the top level, e.g. {next(k for k in value if k in flags)} = "
                             f"{value[next(k for k in value if k in flags)]!r}")
         spec = known(key, flags, prog, f"in {path} (another script's config file? a helper's name starts with _)")
-        if value is values.get(key):
-            continue
+        if value is values.get(key) and key not in bound:  # read, not set (taper = 'internal',
+            continue  # the default, is set: the name is bound, though CPython's interning makes it the same object)
         try:
             assigned[key] = convert(key, value, spec)
         except FlagError as e:
             raise FlagError(f"{path}: {e}") from None
     return assigned, derived_values(tree, flags, {key: assigned.get(key, values[key]) for key in flags})
+
+
+def bound_names(tree):
+    """The names a config file binds at its top level (in an if or a for too), whatever their values."""
+    names, todo = set(), list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp,
+                             ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue  # their names are their own
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        todo.extend(ast.iter_child_nodes(node))
+    return names
 
 
 def derived_values(tree, flags, ran):

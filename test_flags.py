@@ -274,14 +274,16 @@ def test_a_config_file_not_found_points_at_the_one_meant(tmp_path):
 def test_stacked_config_files_say_which_decides(capsys, tmp_path):
     """Config files named one after another apply in order, nanoGPT's way; when a later one changes
     what an earlier one set (a shell pattern such as {a,b}_{64,512}.py expanding to many), a note names
-    one such value and says the last file decides."""
-    flags = dict(max_iters=configurator.flag(10, "steps", min=1), n_embd=configurator.flag(8, "width", min=1))
-    (tmp_path / 'a.py').write_text('max_iters = 20\nn_embd = 16\n')
-    (tmp_path / 'b.py').write_text('n_embd = 32\n')
+    every such value, with the files, and says the last file decides. A value an earlier file set to the
+    default (taper = 'internal') counts as set: two method configs in the wrong order are said."""
+    flags = dict(max_iters=configurator.flag(10, "steps", min=1), n_embd=configurator.flag(8, "width", min=1),
+                 taper=configurator.flag('internal', "method", choices=('none', 'internal')))
+    (tmp_path / 'a.py').write_text("max_iters = 20\nn_embd = 16\nif True:\n    taper = 'internal'\n")
+    (tmp_path / 'b.py').write_text("n_embd = 32\ntaper = 'none'\n")
     (tmp_path / 'c.py').write_text('max_iters = 20\n')  # the same value again: nothing changes
     values = configurator.configure(flags, [str(tmp_path / 'a.py'), str(tmp_path / 'b.py')], 'x.py', None, configs=True)
-    assert values == dict(max_iters=20, n_embd=32)
-    assert f"n_embd of {tmp_path / 'a.py'} by {tmp_path / 'b.py'}" in capsys.readouterr().out
+    assert values == dict(max_iters=20, n_embd=32, taper='none')
+    assert f"{tmp_path / 'b.py'} changes n_embd, taper of {tmp_path / 'a.py'}: the last" in capsys.readouterr().out
     configurator.configure(flags, [str(tmp_path / 'a.py'), str(tmp_path / 'c.py')], 'x.py', None, configs=True)
     assert capsys.readouterr().out == ''
 
