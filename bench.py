@@ -396,6 +396,9 @@ settings = [(B, T) for B in ([batch_size] if batch_size else [1, 4])
 variants = build_variants()
 context = variants['baseline'].config.block_size
 longest = max(T for _, T in settings)
+if context < 2:  # a prompt of one token and one new token already need two
+    fail(f"the model's context is {context} token: it holds no prompt and a new token beside it, so decoding "
+         f"cannot be timed; bench.py times a model whose block_size is at least 2")
 if longest + max_new_tokens > context:
     fail(f"prompt_len={longest} + max_new_tokens={max_new_tokens} exceed the model's context of {context} "
          f"tokens: pass a --prompt_len and --max_new_tokens that sum to at most {context}")

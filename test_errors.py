@@ -427,6 +427,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'is not a tapered model past its taper start', None),
     ('bench: prompt and new tokens beyond the context', 'bench.py', ['--device=cpu', '--ckpt={root}/trun/ckpt.pt'],
      "exceed the model's context of 64", None),
+    ('bench: a model whose context is one token', 'bench.py', ['--device=cpu', '--block_size=1', '--n_layer=1'],
+     'holds no prompt and a new token beside it, so decoding cannot be timed', None),
     ('bench: shape flags beside a checkpoint', 'bench.py', ['--device=cpu', '--ckpt={root}/trun/ckpt.pt', '--n_layer=2'],
      'drop --n_layer', None),
     ('bench: width not divisible by heads', 'bench.py', ['--device=cpu', '--n_embd=66'], 'not divisible by n_head=16', None),
