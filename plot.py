@@ -56,6 +56,13 @@ def load_run(run_dir):
     if kind and not kind.startswith("a training run"):
         raise SystemExit(f"{run_dir} is {kind}, not a train.py run: pass the out_dir of a train.py run.")
     config_path, log_path = os.path.join(run_dir, "config.json"), os.path.join(run_dir, "log.jsonl")
+    inside = sorted(d for d in os.listdir(run_dir) if os.path.isfile(os.path.join(run_dir, d, "log.jsonl")))
+    if inside and not any(os.path.exists(os.path.join(run_dir, f)) for f in ("config.json", "log.jsonl", "ckpt.pt")):
+        every = len(inside) == sum(os.path.isdir(os.path.join(run_dir, d)) for d in os.listdir(run_dir))
+        raise SystemExit(f"{run_dir} is no run itself but holds {len(inside)} run(s) in its folders ({', '.join(inside[:3])}"
+                         f"{', ...' if len(inside) > 3 else ''}): pass the runs, e.g. python plot.py "
+                         + (f"{os.path.join(run_dir, '*')}" if every else
+                            ' '.join(os.path.join(run_dir, d) for d in inside[:2])) + ".")
     for path in (config_path, log_path):
         if os.path.isdir(path):
             raise SystemExit(f"{path} is a folder, not the file train.py writes; pass the out_dir of a train.py run.")

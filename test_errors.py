@@ -376,6 +376,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      {'RANK': '0', 'WORLD_SIZE': '1', 'LOCAL_RANK': '5', 'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': '29512'}),
     ('a MASTER_ADDR that does not resolve', 'train.py', T, 'does not resolve',
      {'RANK': '0', 'WORLD_SIZE': '1', 'LOCAL_RANK': '0', 'MASTER_ADDR': 'no.such.host.invalid', 'MASTER_PORT': '29511'}),
+    ('plot: a folder of runs (a reproduction\'s out_root) as a run', 'plot.py', ['{root}', '--out_dir={root}/figs'],
+     'is no run itself but holds', None),
     ('plot: a run without log.jsonl', 'plot.py', ['{root}/nolog', '--out_dir={root}/figs'], 'but no log.jsonl', None),
     ('plot: a log row without iter', 'plot.py', ['{root}/noiter', '--out_dir={root}/figs'], "it has no 'iter'", None),
     ('plot: a log row that is not an object', 'plot.py', ['{root}/listrow', '--out_dir={root}/figs'],
