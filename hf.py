@@ -48,7 +48,8 @@ def init_from_conflict(init_from, out_dir, ckpt, does):
                 f"folder")
     if init_from != 'resume' and (out_dir != 'out' or ckpt != 'ckpt.pt'):
         flag = f"--out_dir={out_dir}" if out_dir != 'out' else f"--ckpt={ckpt}"
-        return f"{flag} names a run's file, but --init_from={init_from} loads an HF model: drop one of them"
+        return (f"{flag} names a run to load (its folder, or its checkpoint file), but --init_from={init_from} "
+                f"loads an HF model: drop one of them")
     if init_from != 'resume' and os.path.isfile(init_from) and init_from.endswith('.pt'):  # a run's checkpoint file
         folder, name = os.path.split(init_from)
         return (f"--init_from={init_from} names a checkpoint file, and {does.split()[0]} reads a run's checkpoint "

@@ -801,7 +801,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_tinystories: into a training run', 'prepare_tinystories.py', ['--input_file={root}/small.txt',
      '--out_dir={root}/run'], 'holds a training run', None),
     ('sample: --out_dir beside an HF model', 'sample.py', ['--init_from={root}/hf', '--out_dir={root}/run',
-     '--device=cpu'], 'drop one of them', None),
+     '--device=cpu'], 'names a run to load (its folder, or its checkpoint file), but --init_from=', None),
     ('an OpenMP thread count that is not a number', 'sample.py', ['--out_dir={root}/run', '--device=cpu'],
      'OMP_NUM_THREADS=abc', {'OMP_NUM_THREADS': 'abc'}),
     # seventh sweep: each row a class (the case that found it in parentheses)
