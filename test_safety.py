@@ -86,7 +86,7 @@ def test_a_resume_may_not_move_the_schedule_silently(data_dir, tmp_path, change)
     """Moving taper_start or taper_end under a run in progress would make the gate jump; ending the
     run where the checkpoint already is would train nothing. Both are refused before anything is
     written; --reschedule accepts a new taper_end knowingly, but never a taper_start the run has
-    passed (c and gammatilde were calibrated there)."""
+    passed (c and gammatilde were calibrated there), and given with nothing to move it is said to do nothing."""
     out = tmp_path / 'run'
     args = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}']
     run('train.py', *args, '--stop_iter=20')
@@ -100,8 +100,12 @@ def test_a_resume_may_not_move_the_schedule_silently(data_dir, tmp_path, change)
         proc = run('train.py', *args, '--init_from=resume', change, '--reschedule', check=False)
         assert proc.returncode == 1 and 'the taper has started' in proc.stderr and digest(out) == before
     elif change != '--stop_iter=20':
-        run('train.py', *args, '--init_from=resume', change, '--reschedule')
-        assert rows(out)[-1]['iter'] == 40
+        proc = run('train.py', *args, '--init_from=resume', change, '--reschedule')
+        assert rows(out)[-1]['iter'] == 40 and '--reschedule has no effect' not in proc.stdout
+    else:  # --reschedule with nothing to move is said, not taken silently
+        proc = run('train.py', *args, '--init_from=resume', '--reschedule', '--stop_iter=24')
+        assert 'note: --reschedule has no effect: no flag moves taper_start or taper_end of the run in progress' \
+            in proc.stdout
 
 
 def test_a_resume_may_not_move_a_fakeln_removal_that_has_happened_or_into_the_past(data_dir, tmp_path):

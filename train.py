@@ -298,6 +298,15 @@ def check_config():
     if isinstance(done, int) and not (eval_only or memory_plan) and (stop_iter or max_iters) <= done:  # said first
         fail(f"the run in {out_dir} is already at iter {done}, so {'stop_iter' if stop_iter else 'max_iters'}="
              f"{stop_iter or max_iters} leaves nothing to train: raise it, or pass --eval_only to evaluate the checkpoint")
+    held = RESUMED.get('config', {})  # a flag that would make the resumed model another: before the rules below,
+    idle = () if fakeln else ('fakeln_momentum', 'fakeln_sigma')  # whose advice is for a new run
+    remade = [k for k in GPTConfig.__dataclass_fields__ if k in flagged and k in held and held[k] != config[k]
+              and k not in ('block_size', 'aux_weight', *idle)]
+    if remade:
+        k = remade[0]
+        fail(f"cannot resume: the run in {out_dir} has {k}={held[k]!r}, and --{k}={config[k]!r} would change the "
+             f"model it continues: a resume keeps its run's model; drop --{k}, or start a new run in another "
+             f"--out_dir")
     if min_lr > learning_rate:
         fail(f"min_lr={min_lr} must not exceed learning_rate={learning_rate}")
     if warmup_iters >= max_iters:
@@ -900,6 +909,9 @@ elif init_from == 'resume':
                  f"removal that has happened stays where it was, and one ahead of the run moves only to a step after "
                  f"{iter_num}; keep the steps up to iter {iter_num}, or start a new run for another schedule")
     moved = [k for k in SCHEDULE if k in changed and (fakeln if k.startswith('fakeln') else needs_start)]
+    if reschedule and not moved and master:
+        print(f"note: --reschedule has no effect: no flag moves {'the FakeLN steps' if fakeln else 'taper_start or taper_end'}"
+              f" of the run in progress")
     if moved and not reschedule:
         fail(f"cannot resume: {', '.join(said(k) for k in moved)} changes "
              f"the schedule of the run in progress at iter {iter_num}; keep the checkpoint's values, or pass "
