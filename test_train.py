@@ -741,6 +741,9 @@ def test_reproduce_script_end_to_end(tmp_path, capsys):
             assert (kept / 'log.jsonl').read_bytes() == (tmp_path / 'runs' / f'{name}-s{seed}' / 'log.jsonl').read_bytes()
     redrawn = run('plot.py', *sorted((tmp_path / 'assets' / 'runs').iterdir()), f'--out_dir={tmp_path / "redrawn"}')
     assert redrawn.stdout.count('wrote') == 3 and (tmp_path / 'assets' / 'ablations_loss.png').exists()
+    whole = run('plot.py', tmp_path / 'runs', f'--out_dir={tmp_path / "redrawn"}', check=False)  # out_root itself
+    assert whole.returncode == 1 and f"holds 8 run(s) in its folders (all-noaux-s1, all-notail-s1, all-s1, ...): pass " \
+        f"the runs, e.g. python plot.py {tmp_path / 'runs' / '*'}." in whole.stderr, whole.stderr
     assert all((tmp_path / 'assets' / f).stat().st_size > 10_000 for f in ('loss.png', 'logit_norm.png', 'grad_norms.png'))
     # a run's log removed since: its kept copy is drawn, and that is said
     import types
