@@ -499,12 +499,9 @@ def checked_path(key, path, write=True):
     if any(c in path for c in '\r\n\t') or path != path.rstrip():
         raise FlagError(f"{key}={path!r} ends in or holds a space, tab or line break (a config file saved with "
                         f"Windows line ends?): name the folder without it")
-    if os.path.abspath(path) == HERE:
-        raise FlagError(f"{key}={path} is the repository's own folder, where the outputs would lie among the "
-                        f"scripts: name a folder for them, e.g. --{key}=out")
-    if os.path.realpath(path) in {os.path.join(HERE, f) for f in REPOSITORY_FOLDERS}:
-        raise FlagError(f"{key}={path} is the repository's {os.path.basename(os.path.realpath(path))}/ folder, where "
-                        f"the outputs would lie among its files: name a folder for them, e.g. --{key}=out")
+    if repository_folder(path):
+        raise FlagError(f"{key}={path} is {repository_folder(path)}, where the outputs would lie among its files: "
+                        f"name a folder for them, e.g. --{key}=out")
     parent = nearest_existing(path)
     longest = max(os.path.abspath(path).split(os.sep), key=len)
     limit = os.pathconf(parent, 'PC_NAME_MAX') if os.path.isdir(parent) else 255
@@ -518,6 +515,16 @@ def checked_path(key, path, write=True):
 
 # The repository's folders of its own files (assets/ takes reproduce.py's results, as the docs say).
 REPOSITORY_FOLDERS = ('config', 'docs', '.ci', '.git')
+
+
+def repository_folder(folder):
+    """"the repository's own folder" (or its config/ folder, ...) when folder is one that holds the
+    repository's files, which no script writes its outputs into; else None."""
+    if os.path.abspath(folder) == HERE:
+        return "the repository's own folder"
+    if os.path.realpath(folder) in {os.path.join(HERE, f) for f in REPOSITORY_FOLDERS}:
+        return f"the repository's {os.path.basename(os.path.realpath(folder))}/ folder"
+    return None
 
 
 def nearest_existing(path):

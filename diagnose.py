@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags
+from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags, repository_folder
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    replaced_run, run_checkpoint, taper_note)
 from tokens import (data_tokenizer, inner_data, load_tokenizer, open_tokens, other_tokens, prepare_command, read_meta,
@@ -312,8 +312,9 @@ FLAGS = dict(
 )
 
 
-def check_plot(path):
-    """The --plot file can be written in a format matplotlib knows: checked before any work."""
+def check_plot(path, out_dir):
+    """The --plot file can be written in a format matplotlib knows, outside the repository's own folders
+    (out_dir: the run's, offered instead): checked before any work."""
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -330,6 +331,9 @@ def check_plot(path):
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         fail(f"plot={path} lies in {folder}, which does not exist: create it, or choose another path")
+    if repository_folder(folder):  # python diagnose.py --plot=resid.png, run from the clone
+        fail(f"plot={path} lies in {repository_folder(folder)}, where no script writes its outputs: name a file "
+             f"elsewhere, e.g. --plot={os.path.join(out_dir, os.path.basename(path))}")
     why = cannot_write(folder)
     if why:
         fail(f"plot={path} cannot be written: {why}; choose another path")
@@ -341,7 +345,7 @@ def main(argv=None):
     except FlagError as e:
         fail(str(e))
     if args.plot is not None:
-        check_plot(args.plot)
+        check_plot(args.plot, args.out_dir)
     path, elsewhere = run_checkpoint(args.out_dir, args.ckpt)
     if elsewhere:
         print(f"note: {elsewhere}")

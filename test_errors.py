@@ -493,6 +493,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('fold: a folded checkpoint', 'fold.py', ['--out_dir={root}/trun', '--ckpt=ckpt_folded.pt'], 'already folded', None),
     ('diagnose: a split the data lacks', 'diagnose.py', ['--out_dir={root}/run', '--split=pile'],
      'choose --split among the splits', None),
+    ('diagnose: a plot named bare, from the clone (it would lie among the scripts)', 'diagnose.py',
+     ['--out_dir={root}/run', '--plot=resid.png'], "plot=resid.png lies in the repository's own folder", None),
+    ('diagnose: a plot into the repository\'s docs/', 'diagnose.py', ['--out_dir={root}/run', '--plot=docs/resid.png'],
+     "lies in the repository's docs/ folder, where no script writes its outputs: name a file elsewhere, e.g. "
+     "--plot=", None),
     ('diagnose: plot not an image', 'diagnose.py', ['--out_dir={root}/run', '--plot={root}/plot.txt'],
      'is not a .png, .pdf or .svg file name', None),
     ('diagnose: token ids beyond the vocabulary', 'diagnose.py', ['--out_dir={root}/run', '--data_dir={root}/garbage',
