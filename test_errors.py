@@ -914,6 +914,9 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
                                                                       '--out_dir={root}/fresh'],
      'not the tokens a prepare script writes: prepare it into a folder of its own, e.g. `python prepare_tinystories.py',
      None),
+    ('a data folder a killed prepare left with only its first file', 'train.py',
+     [*TINY, '--data_dir={root}/stopped_prepare', '--out_dir={root}/fresh'],
+     'holds only tokenizer_train.txt, the file prepare_tinystories.py writes first: a prepare stopped part-way', None),
     ('evaluate: a folder of OpenWebText documents as the data folder', 'evaluate.py',
      ['--init_from={root}/hf50k', '--data_dir={shared}/openwebtext', '--device=cpu'],
      'e.g. `python prepare_owt.py --input_file=', OFFLINE),
@@ -1437,6 +1440,8 @@ def make_workspace(root, data_dir):
         ckpt = torch.load(f'{root}/trun/ckpt.pt', weights_only=True)
         ckpt['model'] = {prefix + k: v for k, v in ckpt['model'].items()}
         torch.save(ckpt, f'{root}/{name}/ckpt.pt')
+    os.makedirs(f'{root}/stopped_prepare')  # prepare_tinystories.py killed after its first file
+    shutil.copy(f'{SHARED}/tinystories/valid_sample.txt', f'{root}/stopped_prepare/tokenizer_train.txt')
     shutil.copytree(data_dir, f'{root}/meta70k')
     json.dump(json.load(open(f'{data_dir}/meta.json')) | {'vocab_size': 70000}, open(f'{root}/meta70k/meta.json', 'w'))
     shutil.copytree(data_dir, f'{root}/meta600')

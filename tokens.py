@@ -195,6 +195,10 @@ def raw_text(data_dir):
     text = sorted(n for n in names if n.endswith(TEXT_ENDINGS))
     if not text or any(n.endswith('.bin') for n in names):
         return None
+    if text == ['tokenizer_train.txt']:  # prepare_tinystories.py's own first file: a prepare stopped part-way
+        return (f"{data_dir} holds only tokenizer_train.txt, the file prepare_tinystories.py writes first: a "
+                f"prepare stopped part-way, with no tokens yet; run the same prepare command into it again (`python "
+                f"prepare_tinystories.py --input_file=<your text> --out_dir={data_dir}`), which finishes it")
     script = 'prepare_owt.py' if text[0].endswith('.jsonl') else 'prepare_tinystories.py'
     return (f"{data_dir} holds text ({', '.join(text[:2])}), not the tokens a prepare script writes: prepare it "
             f"into a folder of its own, e.g. `python {script} --input_file={os.path.join(data_dir, text[0])} "
