@@ -256,11 +256,29 @@ def same_name(stored, given):
     return os.path.exists(stored) and os.path.exists(given) and os.path.realpath(stored) == os.path.realpath(given)
 
 
-def check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, input_file, val_fraction):
+def check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, input_file, val_fraction, tokenizer=None):
     """Refuse, before anything is written, a folder already prepared in other tokens or from another
-    source: the stages whose outputs exist would be skipped, keeping them under the new flags."""
+    source: the stages whose outputs exist would be skipped, keeping them under the new flags (the
+    tokenizer too: tokenizer/ of a --tokenizer prepare stopped before meta.json, the last file)."""
     ours = {"train.bin", "val.bin", "meta.json", "tokenizer", *(f"{name}.bin" for name in PILE_NAMES)}
     check_data_out_dir(out_dir, ours, "prepare_owt.py")
+    stale = os.path.isdir(os.path.join(out_dir, "tokenizer")) and tokenizer_meta["tokenizer"] == "tiktoken"
+    if stale and not os.path.isfile(meta_file):  # meta.json is written last: a --tokenizer prepare stopped part-way
+        raise SystemExit(f"{out_dir} holds tokenizer/, the HF tokenizer a prepare_owt.py --tokenizer=... saves "
+                         f"first, from a prepare stopped part-way, and without --tokenizer this one writes GPT-2's "
+                         f"tokens beside it: run that prepare again with its --tokenizer, or choose another "
+                         f"--out_dir")
+    saved = os.path.join(out_dir, "tokenizer")
+    if tokenizer is not None and os.path.isdir(saved) and not os.path.isfile(meta_file):
+        from transformers import AutoTokenizer
+        try:
+            other = AutoTokenizer.from_pretrained(saved).get_vocab() != tokenizer.get_vocab()
+        except (OSError, ValueError):
+            other = True  # not even a tokenizer now
+        if other:
+            raise SystemExit(f"{out_dir} holds tokenizer/ from a prepare stopped part-way with another tokenizer "
+                             f"than {tokenizer_meta['tokenizer_name']}: run that prepare again with its "
+                             f"--tokenizer, or choose another --out_dir")
     if not os.path.isfile(meta_file):
         return
     try:
@@ -344,7 +362,7 @@ def main(argv=None):
                              f"or --skip_pile")
     meta_file = os.path.join(out_dir, "meta.json")
     lock = FolderLock(out_dir, "prepare_owt.py")  # one prepare at a time in out_dir
-    check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, args.input_file, args.val_fraction)
+    check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, args.input_file, args.val_fraction, tokenizer)
     # The documents are loaded and split before the first file is written, so a failure leaves no trace.
     if os.path.exists(bin_files["train"]) and os.path.exists(bin_files["val"]) and not stale & {"train", "val"}:
         print(f"load: skipped, {out_dir} already holds both token files")

@@ -87,6 +87,26 @@ def wide(tmp_path_factory):
     return root, ids
 
 
+def test_a_tokenizer_prepare_stopped_part_way_is_finished_only_in_its_own_tokens(wide, tmp_path):
+    """prepare_owt.py --tokenizer saves tokenizer/ first and meta.json last; a prepare stopped between
+    them leaves tokenizer/ alone. Run again into that folder without --tokenizer, or with another
+    tokenizer, it is refused before anything is written (it would write other tokens beside that
+    tokenizer, which sample.py and the exports read); with the same tokenizer it finishes the folder."""
+    import shutil
+    root, _ = wide
+    out = tmp_path / 'stopped'
+    shutil.copytree(root / 'data' / 'tokenizer', out / 'tokenizer')  # what the stopped prepare had saved
+    before = sorted(p.relative_to(out) for p in out.rglob('*'))
+    common = ['--input_file', str(root / 'docs.jsonl'), '--val_fraction', '0.1', '--num_proc', '1', '--out_dir', str(out)]
+    with pytest.raises(SystemExit, match='without --tokenizer this one writes GPT-2'):
+        prepare_owt.main([*common, '--skip_pile'])
+    with pytest.raises(SystemExit, match='from a prepare stopped part-way with another tokenizer than'):
+        prepare_owt.main([*common, '--tokenizer', str(word_tokenizer(tmp_path / 'fewer', 500))])
+    assert sorted(p.relative_to(out) for p in out.rglob('*')) == before
+    prepare_owt.main([*common, '--tokenizer', str(root / 'words')])
+    assert (out / 'train.bin').read_bytes() == (root / 'data' / 'train.bin').read_bytes()
+
+
 def test_wide_vocabulary_is_written_as_uint32(wide):
     """Ids beyond 65,535 come back intact from uint32 files: each document is BOS + its words' ids + EOS."""
     root, ids = wide
