@@ -124,10 +124,16 @@ if init_from and os.path.isfile(os.path.join(init_from, 'ckpt.pt')):
     try:  # a GPT-2-layout run is timed only as an HF model: the one it was fine-tuned from
         held = torch.load(os.path.join(init_from, 'ckpt.pt'), map_location='cpu', weights_only=True, mmap=True)
         run_arch, origin = held['model_args'].get('arch'), (held.get('config') or {}).get('init_from', 'scratch')
+        run_config = held.get('config') or {}
+        untapered = run_config.get('taper') == 'none' or held.get('iter_num', 0) < run_config.get('taper_start', 0)
     except Exception:  # an unreadable checkpoint: --ckpt names it, and loading it there says what is wrong
-        run_arch, origin = None, 'scratch'
+        run_arch, origin, untapered = None, 'scratch', False
     if run_arch == 'gpt2':
         fail(gpt2_run(f"{init_from} is a run of this repository, not an HF model, and", origin))
+    if untapered:  # its --ckpt would be refused next: bench.py times a tapered model, folded, beside a Baseline
+        fail(f"{init_from} is a run of this repository, not an HF model, and not a tapered one past its taper start, "
+             f"which is what bench.py times (unfused and folded, beside a Baseline of its shape): pass --ckpt=<an "
+             f"Internal-Taper or All-Taper run>/ckpt.pt, or neither flag for random weights")
     fail(f"{init_from} is a run of this repository, not an HF model: time its checkpoint with "
          f"--ckpt={os.path.join(init_from, 'ckpt.pt')}")
 if init_from and os.path.isfile(init_from) and init_from.endswith('.pt'):

@@ -1197,6 +1197,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "--init_from=", None),
     ("bench: a GPT-2 run trained from scratch, as the HF model", 'bench.py', ['--init_from={root}/gpt2scratch',
      '--device=cpu'], 'which a run trained from scratch is not (train with --arch=llama to time one)', None),
+    ("bench: a Baseline run's folder as the HF model", 'bench.py', ['--init_from={root}/run', '--device=cpu'],
+     "not a tapered one past its taper start, which is what bench.py times", None),
+    ("bench: a tapered run's folder as the HF model", 'bench.py', ['--init_from={root}/trun', '--device=cpu'],
+     "is a run of this repository, not an HF model: time its checkpoint with --ckpt=", None),
     ("bench: a GPT-2 fine-tune's run folder as the HF model", 'bench.py', ['--init_from={root}/gpt2ft', '--device=cpu'],
      "not an HF model, and holds a GPT-2-layout model: bench.py times runs of the Llama layout (TinyStories runs), "
      "and a GPT-2 only as an HF model, e.g. --init_from=", None),
