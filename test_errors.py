@@ -252,6 +252,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('resume over a log row without its step', 'train.py', [*R, '--out_dir={root}/noiter'], "line 2, has no 'iter'", None),
     ('resume that would train nothing', 'train.py', [*R, '--max_iters=8', '--lr_decay_iters=8', '--warmup_iters=2'],
      'leaves nothing to train', None),
+    ('a finished run resumed after raising max_iters in its config.json', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/editedcfg'],
+     "leaves nothing to train (config.json's max_iters=12 is not read: a resume takes the checkpoint's config, and a "
+     "flag changes it: --max_iters=12)", None),
     ('stop_iter at the checkpoint', 'train.py', [*R, '--stop_iter=8'], 'stop_iter=8 leaves nothing to train', None),
     ('scratch run over a log without a checkpoint', 'train.py', [*T, '--out_dir={root}/logonly'],
      'left no checkpoint', None),
@@ -1249,6 +1253,8 @@ def make_workspace(root, data_dir):
     json.dump(json.load(open(f'{data_dir}/meta.json')) | {'val_tokens': 100}, open(f'{root}/shortval/meta.json', 'w'))
     shutil.copytree(data_dir, f'{root}/badmeta')
     open(f'{root}/badmeta/meta.json', 'w').write('{"vocab_size": 512,')
+    shutil.copytree(f'{root}/run', f'{root}/editedcfg')  # finished at 8; config.json raised by hand to go on
+    json.dump(json.load(open(f'{root}/run/config.json')) | {'max_iters': 12}, open(f'{root}/editedcfg/config.json', 'w'))
     shutil.copytree(f'{root}/run', f'{root}/noiter')
     lines = open(f'{root}/noiter/log.jsonl').read().splitlines()
     lines[1] = json.dumps({k: v for k, v in json.loads(lines[1]).items() if k != 'iter'})

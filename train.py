@@ -296,8 +296,16 @@ def check_config():
     """The rules that tie flags together; each flag's own range is checked as it is read."""
     done = RESUMED.get('iter_num')
     if isinstance(done, int) and not (eval_only or memory_plan) and (stop_iter or max_iters) <= done:  # said first
-        fail(f"the run in {out_dir} is already at iter {done}, so {'stop_iter' if stop_iter else 'max_iters'}="
-             f"{stop_iter or max_iters} leaves nothing to train: raise it, or pass --eval_only to evaluate the checkpoint")
+        key = 'stop_iter' if stop_iter else 'max_iters'
+        try:  # config.json edited by hand to go on: a resume reads the checkpoint's config, never that copy
+            with open(os.path.join(out_dir, 'config.json'), encoding='utf-8-sig') as f:
+                edited = json.load(f).get(key)
+        except (OSError, ValueError, AttributeError):
+            edited = None
+        by_hand = (f" (config.json's {key}={edited!r} is not read: a resume takes the checkpoint's config, and a "
+                   f"flag changes it: --{key}={edited})" if isinstance(edited, int) and edited > done else "")
+        fail(f"the run in {out_dir} is already at iter {done}, so {key}={stop_iter or max_iters} leaves nothing to "
+             f"train{by_hand}: raise it, or pass --eval_only to evaluate the checkpoint")
     held = RESUMED.get('config', {})  # a flag that would make the resumed model another: before the rules below,
     idle = () if fakeln else ('fakeln_momentum', 'fakeln_sigma')  # whose advice is for a new run
     remade = [k for k in GPTConfig.__dataclass_fields__ if k in flagged and k in held and held[k] != config[k]
