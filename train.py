@@ -292,6 +292,11 @@ def check_resumable():
         fail(f"cannot resume: {e}")
 
 
+# The model settings a resume may change: the context (it must only hold the windows), lambda (it weights
+# a loss, not a tensor) and, in a run without FakeLN, FakeLN's settings, which mean nothing to it.
+RESUME_MAY_CHANGE = ('block_size', 'aux_weight', *(() if fakeln else ('fakeln_momentum', 'fakeln_sigma')))
+
+
 def check_config():
     """The rules that tie flags together; each flag's own range is checked as it is read."""
     done = RESUMED.get('iter_num')
@@ -307,9 +312,8 @@ def check_config():
         fail(f"the run in {out_dir} is already at iter {done}, so {key}={stop_iter or max_iters} leaves nothing to "
              f"train{by_hand}: raise it, or pass --eval_only to evaluate the checkpoint")
     held = RESUMED.get('config', {})  # a flag that would make the resumed model another: before the rules below,
-    idle = () if fakeln else ('fakeln_momentum', 'fakeln_sigma')  # whose advice is for a new run
     remade = [k for k in GPTConfig.__dataclass_fields__ if k in flagged and k in held and held[k] != config[k]
-              and k not in ('block_size', 'aux_weight', *idle)]
+              and k not in RESUME_MAY_CHANGE]  # whose advice is for a new run
     if remade:
         k = remade[0]
         fail(f"cannot resume: the run in {out_dir} has {k}={held[k]!r}, and --{k}={config[k]!r} would change the "
@@ -844,9 +848,8 @@ elif init_from == 'resume':
         # aux_weight (lambda) weights a loss, not a tensor of the model: a resume may change it, as it may the
         # learning rate, and says so below.
         # FakeLN's settings mean nothing to a run without it: changed, they are only noted (above).
-        idle = () if fakeln else ('fakeln_momentum', 'fakeln_sigma')
         model = GPT.from_checkpoint(checkpoint, device, **{k: v for k, v in model_args.items()
-                                                           if k not in ('block_size', 'aux_weight', *idle)})
+                                                           if k not in RESUME_MAY_CHANGE})
         model.config.aux_weight = aux_weight
     except (FileNotFoundError, ValueError) as e:
         fail(f"cannot resume: {e}")
