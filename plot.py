@@ -58,7 +58,7 @@ def load_run(run_dir):
     config_path, log_path = os.path.join(run_dir, "config.json"), os.path.join(run_dir, "log.jsonl")
     inside = sorted(d for d in os.listdir(run_dir) if os.path.isfile(os.path.join(run_dir, d, "log.jsonl")))
     if inside and not any(os.path.exists(os.path.join(run_dir, f)) for f in ("config.json", "log.jsonl", "ckpt.pt")):
-        every = len(inside) == sum(os.path.isdir(os.path.join(run_dir, d)) for d in os.listdir(run_dir))
+        every = len(inside) == len(os.listdir(run_dir))  # the glob would take in anything else there too
         raise SystemExit(f"{run_dir} is no run itself but holds {len(inside)} run(s) in its folders ({', '.join(inside[:3])}"
                          f"{', ...' if len(inside) > 3 else ''}): pass the runs, e.g. python plot.py "
                          + (f"{os.path.join(run_dir, '*')}" if every else
