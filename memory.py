@@ -328,6 +328,13 @@ def model_remedy(argv):
     as_filed = resolve(files)
     given, config = {a[2:].partition('=')[0] for a in argv if a.startswith('--')}, resolve(argv)
     moved = [k for k in GPTConfig.__dataclass_fields__ if k in given and config[k] != as_filed[k]]
+    if not valid(as_filed) and len(files) > 1:  # stacked files: one that is no model alone, or the stack
+        alone = [f for f in files if not valid(resolve([f]))]
+        shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'config')
+        if alone or os.path.dirname(os.path.realpath(files[-1])) != os.path.realpath(shipped):
+            return f"fix {(alone or files)[-1]}"  # a file that is no model alone, or the user's own on top
+        return (f"{' and '.join(files)} each make a model on their own, and stacked (the last file to set a value "
+                f"decides it) they make none: pass one of them")
     if not valid(as_filed) or not moved:
         return f"fix {files[-1]}"
     moved = [k for k in moved if valid(config | {k: as_filed[k]})] or moved  # the flags whose file value alone mends it

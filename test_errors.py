@@ -279,6 +279,16 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "sets hidden_act='gelu', which this model cannot compute", None),
     ('HF Llama unlike the config', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama'],
      'has n_kv_head=2 but the config says n_kv_head=0: set --n_kv_head=2', None),
+    ("a Llama fine-tune's config on an HF GPT-2 of a shorter context: the other model said first", 'train.py',
+     ['config/finetune_smollm2_135m_alltaper.py', '--init_from={root}/hf', '--memory_plan'],
+     "--block_size=64 (the config's shape must be the model's), or start from a config written for gpt2 models", None),
+    ('two shipped configs that are each a model, stacked into none', 'train.py',
+     ['config/finetune_gpt2_s_fakeln.py', 'config/taper_internal_64.py', '--memory_plan'],
+     'each make a model on their own, and stacked (the last file to set a value decides it) they make none: pass one',
+     None),
+    ("a config file of one's own on a shipped one, stacked into no model", 'train.py',
+     ['config/finetune_gpt2_s_fakeln.py', '{root}/taper_on.py', '--memory_plan'],
+     "it needs norm='layernorm' and taper='none': fix /", None),
     ('HF folder without config.json', 'train.py', [*T, *GPT2_HF, '--init_from={root}/emptydir'],
      'not a folder written by save_pretrained', None),
     # sample.py
@@ -1580,6 +1590,7 @@ def make_workspace(root, data_dir):
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=512, bos_token_id=2,
                                eos_token_id=2)).save_pretrained(
         f'{root}/hf')
+    open(f'{root}/taper_on.py', 'w').write("taper = 'internal'\n")  # a model alone, none on a FakeLN config
     shutil.copytree(f'{root}/run', f'{root}/swapped')  # a run folder given another run's checkpoint
     shutil.copy(f'{root}/trun/ckpt.pt', f'{root}/swapped/ckpt.pt')
     shutil.copytree(f'{root}/trun', f'{root}/swapcfg')  # a tapered run's folder given a Baseline's config.json

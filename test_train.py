@@ -151,7 +151,8 @@ def test_resume_from_every_taper_phase_continues_the_same_run_bitwise(runs, data
     """A run stopped at any phase and resumed is the run that never stopped. Before taper start
     gammatilde has no AdamW state yet; the resumed run must not invent one."""
     common = [*TINY, f'--data_dir={data_dir}', '--taper=all', '--aux_loss=fixed', f'--out_dir={tmp_path}']
-    run('train.py', *common, f'--stop_iter={stop}')
+    stopped = run('train.py', *common, f'--stop_iter={stop}')
+    assert f"continue the run with `python train.py --init_from=resume --out_dir={tmp_path}`" in stopped.stdout
     phase = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
     assert phase['iter_num'] == stop
     assert any('taper_weight' in k for k in phase['optimizer']['state']) == (stop > 8)
@@ -185,7 +186,10 @@ def test_ddp_and_fsdp_match_one_process(data_dir, tmp_path):
     for name, stops in (('fsdp', (4, 14, 22)),):
         split = tmp_path / f'{name}-split'
         extra = ['--fsdp'] if name == 'fsdp' else []
-        run('train.py', *common, *extra, f'--out_dir={split}', f'--stop_iter={stops[0]}', torchrun=2)
+        stopped = run('train.py', *common, *extra, f'--out_dir={split}', f'--stop_iter={stops[0]}', torchrun=2)
+        # the command it prints to continue starts it as it was started (one process refuses fsdp=True)
+        assert f"continue the run with `torchrun --standalone --nproc_per_node=2 train.py --init_from=resume " \
+               f"--out_dir={split}`" in stopped.stdout, stopped.stdout[-2000:]
         for stop in stops[1:]:
             run('train.py', *common, *extra, f'--out_dir={split}', '--init_from=resume', f'--stop_iter={stop}',
                 torchrun=2)

@@ -175,6 +175,17 @@ ddp, rank, world_size = launcher()
 configurator.printing('train.py')  # `train.py | head` must not stop the run
 
 
+def continue_command():
+    """The command that continues this run from its checkpoint, started as this one was: under torchrun,
+    with its ranks (an FSDP run's config keeps fsdp=True, which one process refuses)."""
+    command = f"train.py --init_from=resume --out_dir={out_dir}"
+    if not ddp:
+        return f"`python {command}`"
+    if os.environ.get('LOCAL_WORLD_SIZE', '').strip() == str(world_size):  # one machine
+        return f"`torchrun --standalone --nproc_per_node={world_size} {command}`"
+    return f"this run's torchrun command ({world_size} ranks) on `{command}`"
+
+
 def fail(message):
     """Stop with one sentence that says what to do; under torchrun rank 0 alone prints it."""
     if rank == 0:
@@ -484,9 +495,8 @@ try:
 except ValueError as e:
     fail(str(e))
 def model_shape(pretrained):
-    """Refuse a fine-tune whose config's shape is not the HF model's (pretrained, its GPTConfig)."""
-    if block_size > pretrained.block_size:
-        fail(f"block_size={block_size} exceeds {init_from}'s context of {pretrained.block_size}")
+    """Refuse a fine-tune whose config's shape is not the HF model's (pretrained, its GPTConfig), or
+    whose block_size exceeds its context: the shape first, which says when the config is another model's."""
     ours_config = memory.model_config(config)  # 0 for n_kv_head or mlp_hidden: their rule, as the model reads it
     keys = ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head')
     wrong = {key for key in keys if ours_config.resolved(key) != pretrained.resolved(key)}
@@ -494,17 +504,24 @@ def model_shape(pretrained):
     # resolve once the others are set as said, so that the command given is the whole of the fix
     try:
         fixed = memory.model_config(config | {k: getattr(pretrained, k) for k in wrong})
-        wrong = [key for key in keys if key in wrong or fixed.resolved(key) != pretrained.resolved(key)]
+        wrong = [key for key in keys if key in wrong and config[key] != getattr(pretrained, key)
+                 or fixed.resolved(key) != pretrained.resolved(key)]  # n_kv_head=0 in both: right once n_head is
     except ValueError:  # the config's own n_kv_head does not fit the model's other fields: set it as well
         wrong = [key for key in keys if key in wrong or config[key] != getattr(pretrained, key)
                  and key in ('n_kv_head', 'mlp_hidden')]
-    if wrong:  # every one at once: a fine-tune names the model's whole shape
+    longer = block_size > pretrained.block_size
+    if wrong:  # every one at once: a fine-tune names the model's whole shape (and a context it exceeds)
         meant = {'llama': 'config/finetune_smollm2_135m_alltaper.py', 'gpt2': 'config/finetune_gpt2_s_alltaper.py'}
-        fail(f"{init_from} has {', '.join(f'{k}={getattr(pretrained, k)!r}' for k in wrong)} but the config says "
-             f"{', '.join(f'{k}={config[k]!r}' for k in wrong)}: set "
-             f"{' '.join(f'--{k}={getattr(pretrained, k)!r}' for k in wrong)} (the config's shape must be the model's)"
+        has = [f'{k}={getattr(pretrained, k)!r}' for k in wrong] + [f'a context of {pretrained.block_size}'] * longer
+        says = [f'{k}={config[k]!r}' for k in wrong] + [f'block_size={block_size}'] * longer
+        fixes = [f'--{k}={getattr(pretrained, k)!r}' for k in wrong] + [f'--block_size={pretrained.block_size}'] * longer
+        fail(f"{init_from} has {', '.join(has)} but the config says {', '.join(says)}: set {' '.join(fixes)} (the "
+             f"config's shape must be the model's)"
              + (f", or start from a config written for {pretrained.arch} models, such as {meant[pretrained.arch]}"
                 if 'arch' in wrong and pretrained.arch in meant else ""))
+    if longer:
+        fail(f"block_size={block_size} exceeds {init_from}'s context of {pretrained.block_size}: lower it to "
+             f"--block_size={pretrained.block_size} or less")
     try:  # a setting of the HF model that this repository's blocks do not have
         drop = json.load(open(os.path.join(init_from, 'config.json'))).get('attention_dropout') or 0
     except (OSError, ValueError, AttributeError):
@@ -1486,7 +1503,7 @@ if master:
               f"where the loss rose)")
     if not eval_only and stop_iter and stop_iter < max_iters:
         print(f"stopped at iter {iter_num} of {max_iters} (--stop_iter), checkpointed in {ckpt_path}: continue "
-              f"the run with `python train.py --init_from=resume --out_dir={out_dir}`")
+              f"the run with {continue_command()}")
 if ddp:
     dist.barrier()  # rank 0 may still be writing the checkpoint: tear the group down together
     dist.destroy_process_group()
