@@ -835,9 +835,13 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
     return values
 
 
+NOTED = set()  # the notes said so far: a script that reads its flags again (memory.py, per plan) says each once
+
+
 def note(text):
-    """A note on stdout, from rank 0 alone under torchrun (every rank reads the same flags)."""
-    if os.environ.get('RANK', '0').strip() in ('', '0'):
+    """A note on stdout, once, from rank 0 alone under torchrun (every rank reads the same flags)."""
+    if os.environ.get('RANK', '0').strip() in ('', '0') and text not in NOTED:
+        NOTED.add(text)
         print(f"note: {text}")
 
 

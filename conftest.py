@@ -30,6 +30,14 @@ TINY = ['--device=cpu', '--vocab_size=512', '--n_layer=2', '--n_head=4', '--n_em
         '--log_interval=4', '--learning_rate=3e-3']
 
 
+@pytest.fixture(autouse=True)
+def one_invocation_per_test():
+    """A script says each note once per invocation (configurator.NOTED): a test that calls the scripts'
+    functions in this process is an invocation of its own."""
+    if 'configurator' in sys.modules:
+        sys.modules['configurator'].NOTED.clear()
+
+
 def require_shared():
     """Skip, saying why, where the offline samples are not beside the repository (CI has them)."""
     if not SHARED.is_dir():

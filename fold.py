@@ -451,8 +451,9 @@ def main(argv=None):
         training = os.path.join(os.path.dirname(path), 'ckpt.pt')
         fail(f"cannot fold {path}: this model is already folded: " +
              ("fold the run's training checkpoint (--ckpt=ckpt.pt)" if os.path.isfile(training) else
-              f"sample or evaluate it as it is (sample.py --out_dir={os.path.dirname(path)} "
-              f"--ckpt={os.path.basename(path)}); folding or exporting needs the run's ckpt.pt, which is gone"))
+              f"sample or score it as it is (sample.py --out_dir={os.path.dirname(path)} "
+              f"--ckpt={os.path.basename(path)}, or diagnose.py with the same flags); folding or exporting needs the "
+              f"run's ckpt.pt, which is gone"))
     try:
         folded = fold_model(model)
     except ValueError as e:

@@ -239,6 +239,15 @@ def test_a_flag_given_twice_says_which_value_is_used(capsys):
     assert capsys.readouterr().out == ''
 
 
+def test_a_note_is_said_once_by_a_script_that_reads_its_flags_again():
+    """memory.py resolves the flags again for each plan it makes (the to-fit search): a flag given twice
+    is still noted once, as train.py notes it."""
+    for script in ('memory.py', 'train.py'):
+        proc = run(script, 'config/dyt_64.py', '--batch_size=4', '--batch_size=8',
+                   *['--memory_plan'] * (script == 'train.py'))
+        assert proc.stdout.count('note: --batch_size is given twice; the later value, 8, is used') == 1, proc.stdout
+
+
 def test_a_script_started_wrongly_says_how_to_start_it(tmp_path):
     """`python -m train.py` (Python would import train.py, running it, to look for a module inside), a
     script copied away from the repository's modules, or PYTHONSAFEPATH or `python -I` keeping its folder

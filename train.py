@@ -282,8 +282,8 @@ def check_resumable():
             if os.path.isdir(out_dir) else []
         if os.path.isfile(os.path.join(out_dir, 'ckpt_folded.pt')):
             fail(f"cannot resume: {out_dir} holds ckpt_folded.pt but no ckpt.pt, and a folded model (fold.py's, for "
-                 f"inference) has no optimizer state to go on from: sample or evaluate it with --ckpt=ckpt_folded.pt, "
-                 f"or fine-tune from the run's ckpt.pt")
+                 f"inference) has no optimizer state to go on from: sample or score it with --ckpt=ckpt_folded.pt (sample.py, "
+                 f"diagnose.py; evaluate.py on OpenWebText), or fine-tune from the run's ckpt.pt")
         if os.path.isfile(ckpt_path + '.tmp'):  # a kill while the first checkpoint was written: no run to go on
             fail(f"cannot resume: the run in {out_dir} was stopped while it wrote its first checkpoint (only "
                  f"ckpt.pt.tmp, cut short, is there), so there is nothing to resume: start it again with "
