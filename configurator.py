@@ -1300,6 +1300,8 @@ def excepthook(kind, error, tb):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     if isinstance(error, KeyboardInterrupt):  # Ctrl-C: the user's own stop, not a failure to explain
+        if os.environ.get('RANK', '0').strip() not in ('', '0'):  # torchrun stops every rank: rank 0 says it
+            return
         prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else 'this script'
         print(f"{prog} stopped: {error.args[0] if isinstance(error, Stopped) else 'interrupted (Ctrl-C)'}",
               file=sys.stderr)

@@ -377,6 +377,10 @@ def test_under_torchrun_rank_0_alone_speaks(monkeypatch, capsys):
     assert configurator.peer_lost(RuntimeError('mat1 and mat2 shapes cannot be multiplied')) is None
     monkeypatch.setenv('WORLD_SIZE', '1')
     assert configurator.peer_lost(lost) is None  # one process has no peer to lose
+    for rank in ('1', '0'):  # torchrun's stop (Ctrl-C, a scheduler's SIGTERM) reaches every rank: rank 0 says it
+        monkeypatch.setenv('RANK', rank)
+        configurator.excepthook(configurator.Stopped, configurator.Stopped('terminated (SIGTERM)'), None)
+        assert ('stopped: terminated (SIGTERM)' in capsys.readouterr().err) == (rank == '0')
     for rank in ('0', '1'):  # a one-process script under torchrun
         proc = subprocess.run([sys.executable, 'bench.py', '--device=cpu'], cwd=ROOT, capture_output=True, text=True,
                               env={**os.environ, 'WORLD_SIZE': '2', 'RANK': rank}, timeout=120)

@@ -209,6 +209,7 @@ def test_torchrun_splits_the_global_batch_of_any_config(data_dir, tmp_path):
     assert [r['loss'] for r in one] == pytest.approx([r['loss'] for r in two], rel=1e-5)
     odd = run('train.py', *common, f'--out_dir={tmp_path / "odd"}', '--batch_size=3', torchrun=2, check=False)
     assert odd.returncode != 0 and odd.stderr.count('cannot split the global batch') == 1
+    assert 'train.py stopped' not in odd.stderr  # the other rank, ended by torchrun as it waits, says nothing
 
 
 def test_a_diverged_run_never_overwrites_its_last_good_checkpoint(data_dir, tmp_path):
