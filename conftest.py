@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -229,9 +230,13 @@ def serve():
 
 # Variables this process's environment gains as tests run, which no import of a script reads: pytest
 # names each test in PYTEST_CURRENT_TEST; importing peft sets TORCHINDUCTOR_CACHE_DIR (to its default),
-# and lm_eval HF_XET_HIGH_PERFORMANCE (for downloads). A fork is handed them with the rest of the
-# environment as it runs; any other change since the server started means a fresh process.
-RUN_TIME_ONLY = ('PYTEST_CURRENT_TEST', 'TORCHINDUCTOR_CACHE_DIR', 'HF_XET_HIGH_PERFORMANCE')
+# and lm_eval HF_XET_HIGH_PERFORMANCE (for downloads); HF tokenizers sets TOKENIZERS_PARALLELISM=false
+# when this process forks after a tokenizer used its threads (read as a tokenizer runs). A fork is
+# handed them with the rest of the environment as it runs; any other change since the server started
+# means a fresh process (seconds of imports each: TOKENIZERS_PARALLELISM alone once made every later
+# script of test_data.py's worker one).
+FRESH = Counter()  # why a server's script ran as a fresh process instead: said at the end of the session
+RUN_TIME_ONLY = ('PYTEST_CURRENT_TEST', 'TORCHINDUCTOR_CACHE_DIR', 'HF_XET_HIGH_PERFORMANCE', 'TOKENIZERS_PARALLELISM')
 
 
 def import_environment():
@@ -259,6 +264,8 @@ class ScriptServer:
     def run(self, script, *args, cwd=ROOT, env=None):
         """env: variables the fork alone gets, which no import may read (a row's RANK, say)."""
         if import_environment() != self.env or self.proc.poll() is not None:
+            changed = sorted(k for k in {*self.env, *import_environment()} if self.env.get(k) != os.environ.get(k))
+            FRESH[', '.join(changed) or 'the server ended'] += 1
             return run(script, *args, check=False, env={**(self.extra or {}), **(env or {})}, fresh=True, cwd=cwd)
         with self.lock:
             return self.forked(script, *args, cwd=cwd, env=env)
@@ -298,6 +305,23 @@ def pytest_xdist_auto_num_workers(config):
     ranks, a killed run's signal), and a third worker fills those waits: on the 2-core machine a fresh
     clone's suite took 17:01 with three workers against 20:39 with two (docs/tests.md)."""
     return (os.cpu_count() or 1) + 1
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, 'workeroutput'):  # an xdist worker: the controller says it
+        session.config.workeroutput['fresh'] = dict(FRESH)
+
+
+def pytest_testnodedown(node, error):
+    FRESH.update(getattr(node, 'workeroutput', {}).get('fresh', {}))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Script runs meant for a warm server that took a fresh process (seconds of imports each), and the
+    variables whose change caused it: a variable that no import reads belongs in RUN_TIME_ONLY."""
+    if FRESH:
+        terminalreporter.write_line(f"note: {sum(FRESH.values())} script run(s) took a fresh process, the environment "
+                                    f"having changed since their server started: {dict(FRESH)}")
 
 
 def pytest_configure(config):
