@@ -303,7 +303,7 @@ LONGEST_FIRST = ('test_train.py', 'test_errors.py', 'test_safety.py', 'test_clie
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one worker more than the cores. The files' scripts wait on one another (forks, torchrun's
     ranks, a killed run's signal), and a third worker fills those waits: on the 2-core machine a fresh
-    clone's suite took 17:01 with three workers against 20:39 with two (docs/tests.md)."""
+    clone's suite took 17:01 with three workers against 20:39 with two (6fdf4b8, one session)."""
     return (os.cpu_count() or 1) + 1
 
 
