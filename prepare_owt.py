@@ -41,6 +41,7 @@ import numpy as np
 import tiktoken
 import datasets
 from datasets import load_dataset
+from datasets.fingerprint import Hasher
 from tqdm import tqdm
 
 from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks
@@ -149,10 +150,16 @@ def tokenize_split(ds, num_proc=None, tokenizer=None):
     """ds with one 'ids' column: each document's tokens followed by the end-of-text token, in GPT-2's
     tokens or, given an HF tokenizer, in its own."""
     num_proc = max(1, min(num_proc or os.cpu_count(), len(ds)))
-    # datasets keys its cache on fn_kwargs, the tokenizer's content included.
     fn, fn_kwargs = (encode, None) if tokenizer is None else (encode_hf, {"tokenizer": tokenizer})
+    # The cache's key: the text, the function and fn_kwargs (the tokenizer's content included), hashed
+    # here because datasets hashes them inside a bare `except:`, where a Ctrl-C landing during the
+    # seconds a tokenizer takes to hash was swallowed and the prepare ran on to the end.
+    try:
+        fingerprint = Hasher.hash((ds._fingerprint, fn, fn_kwargs, ds.column_names))
+    except Exception:  # not picklable: datasets' own fallback, a random key (no cache reuse)
+        fingerprint = None
     return ds.map(fn, batched=True, fn_kwargs=fn_kwargs, remove_columns=ds.column_names, num_proc=num_proc,
-                  desc="tokenizing")
+                  desc="tokenizing", new_fingerprint=fingerprint)
 
 
 def hf_model_type(folder):

@@ -7,13 +7,14 @@ saved beside the data. The references are tiktoken, a word-to-id table and trans
 
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
 import torch
 
 import prepare_owt
-from conftest import SHARED, gpt2_tokenizer, require_shared, run, word_tokenizer
+from conftest import ROOT, SHARED, gpt2_tokenizer, require_shared, run, word_tokenizer
 from tokens import load_tokenizer
 
 N_WORDS = 70_000  # more ids than uint16 holds
@@ -85,6 +86,31 @@ def wide(tmp_path_factory):
                       '--tokenizer', str(word_tokenizer(root / 'words', N_WORDS)), '--out_dir', str(root / 'data')])
     ids = {' '.join(f'w{i}' for i in doc): [1, *(doc + SPECIALS).tolist(), 2] for doc in words}  # BOS ... EOS
     return root, ids
+
+
+def test_a_ctrl_c_while_the_tokenizer_is_hashed_stops_the_prepare():
+    """datasets hashes a map's fn_kwargs (here the HF tokenizer, seconds for a large one) inside a bare
+    `except:`; prepare_owt.py hashes them itself first, so a Ctrl-C landing then stops the prepare
+    instead of being swallowed (the prepare once ran on to the end, saying nothing). In a process of
+    its own: swallowed there, the Ctrl-C can leave datasets hanging."""
+    import subprocess
+    script = ("import datasets, prepare_owt\n"
+              "class Interrupted:  # a tokenizer whose hashing meets Ctrl-C (and which tokenizes)\n"
+              "    eos_token_id = 2\n"
+              "    def __reduce__(self):\n"
+              "        raise KeyboardInterrupt\n"
+              "    def __call__(self, texts, **kwargs):\n"
+              "        return {'input_ids': [[1] for _ in texts]}\n"
+              "ds = datasets.Dataset.from_dict({'text': ['one story', 'another story']})\n"
+              "try:\n"
+              "    prepare_owt.tokenize_split(ds, num_proc=1, tokenizer=Interrupted())\n"
+              "except KeyboardInterrupt:\n"
+              "    print('stopped')\n")
+    try:
+        proc = subprocess.run([sys.executable, '-c', script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the Ctrl-C was swallowed, and the prepare hung") from None
+    assert proc.stdout.strip() == 'stopped', proc.stdout + proc.stderr[-2000:]
 
 
 def test_a_tokenizer_prepare_stopped_part_way_is_finished_only_in_its_own_tokens(wide, tmp_path):
