@@ -733,11 +733,13 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                         f"sys.argv = ['{prog}', '--key=value', ...] before running it")
     ranks = os.environ.get('WORLD_SIZE', '1')
     if prog not in RANKED and ranks.strip() not in ('', '1'):  # torchrun would run one copy per rank
-        if os.environ.get('RANK', '0').strip() not in ('', '0'):  # rank 0 alone says it, before torchrun ends the ranks
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
-            time.sleep(10)
+        if os.environ.get('RANK', '0').strip() not in ('', '0') and 'TORCHELASTIC_RUN_ID' in os.environ:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())  # torchrun's rank 0 says it, before
+            time.sleep(10)                                                  # torchrun ends the ranks
+        left = [k for k in ('WORLD_SIZE', 'RANK', 'LOCAL_RANK') if k in os.environ]  # a shell's, without torchrun
         raise FlagError(f"WORLD_SIZE={ranks}: {prog} runs in one process, so start it with `python {prog}`, not "
-                        f"torchrun (only train.py trains over ranks), or unset WORLD_SIZE if a shell left it set")
+                        f"torchrun (only train.py trains over ranks), or unset {' '.join(left)} if a shell left "
+                        f"{'it' if len(left) == 1 else 'them'} set")
     values = {key: spec.default for key, spec in flags.items()}
     for key, value in (start or {}).items():
         if key in flags:

@@ -880,6 +880,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'write the labels comma-separated, --labels=a,b', None),
     ('plot: figures into an HF model folder', 'plot.py', ['{root}/run', '--out_dir={root}/llama'],
      'is an HF model', None),
+    ("fold: a rank 1's torchrun variables left in a shell, without torchrun", 'fold.py', ['--out_dir={root}/trun'],
+     'or unset WORLD_SIZE RANK LOCAL_RANK if a shell left them set', {'WORLD_SIZE': '2', 'RANK': '1', 'LOCAL_RANK': '1'}),
     ('sample under torchrun', 'sample.py', ['--out_dir={root}/run', '--device=cpu'], 'runs in one process',
      {'WORLD_SIZE': '2'}),
     ('an unknown flag that resembles no declared one', 'train.py', [*T, '--backend=gloo'],

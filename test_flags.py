@@ -381,11 +381,14 @@ def test_under_torchrun_rank_0_alone_speaks(monkeypatch, capsys):
         monkeypatch.setenv('RANK', rank)
         configurator.excepthook(configurator.Stopped, configurator.Stopped('terminated (SIGTERM)'), None)
         assert ('stopped: terminated (SIGTERM)' in capsys.readouterr().err) == (rank == '0')
-    for rank in ('0', '1'):  # a one-process script under torchrun
+    # a one-process script under torchrun (which sets TORCHELASTIC_RUN_ID): rank 0 says it; the same
+    # variables left in a shell, without torchrun, leave no rank 0 to say it: each process speaks
+    for rank, torchrun in (('0', True), ('1', True), ('1', False)):
+        launch = {'TORCHELASTIC_RUN_ID': 'none'} if torchrun else {}
         proc = subprocess.run([sys.executable, 'bench.py', '--device=cpu'], cwd=ROOT, capture_output=True, text=True,
-                              env={**os.environ, 'WORLD_SIZE': '2', 'RANK': rank}, timeout=120)
+                              env={**os.environ, 'WORLD_SIZE': '2', 'RANK': rank, **launch}, timeout=120)
         assert proc.returncode == 1 and 'Traceback' not in proc.stderr
-        assert ('runs in one process' in proc.stderr) == (rank == '0'), proc.stderr
+        assert ('runs in one process' in proc.stderr) == (rank == '0' or not torchrun), proc.stderr
 
 
 def test_a_config_file_or_a_prompt_through_a_pipe_is_read(tmp_path):
