@@ -357,7 +357,8 @@ def checked_range(key, value, spec):
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise FlagError(f"{key}={value!r} is not one of {', '.join(map(repr, spec.choices))}{hint}")
     if spec.type is str:
-        return checked_path(key, value, write=False) if spec.path == 'out' else checked_input(key, value, spec.path)
+        return checked_path(key, value, write=False) if spec.path == 'out' else \
+            checked_input(key, value, spec.path, wanted=spec.help)
     if not math.isfinite(value):
         raise FlagError(f"{key}={value} is not a finite number: {key} takes {spec.rule()}")
     bad = ((spec.min is not None and value < spec.min) or (spec.max is not None and value > spec.max)
@@ -377,7 +378,12 @@ COMPRESSED = {b'\x1f\x8b': ('gzip', 'gunzip -c', '.gz'), b'BZh': ('bzip2', 'bunz
               b'PK\x03\x04': ('zip', 'unzip -p', '.zip')}
 
 
-def not_utf8(key, path, chunk=16 << 20, subject=None):
+# The first bytes of binary formats a text input is often confused with (a dataset's hub download).
+BINARY = {b'PAR1': 'a Parquet file', b'ARROW1': 'an Arrow file', b'\x93NUMPY': 'a NumPy .npy file',
+          b'SQLite format 3\x00': 'an SQLite database'}
+
+
+def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
     """A FlagError naming the first line of path that is not UTF-8 text, with the command that converts
     the file: every reader downstream (datasets, json, sentencepiece) decodes UTF-8, and a Latin-1 or UTF-16
     file otherwise fails deep inside one of them, or is read as mojibake. subject: how the sentence
@@ -385,6 +391,15 @@ def not_utf8(key, path, chunk=16 << 20, subject=None):
     subject = subject or f"{key}={path}"
     base, ending = os.path.splitext(path)
     utf8 = f"{base}.utf8{ending}"
+    takes = re.sub(r'\s*\(default[^)]*\)$', '', wanted or '') or 'UTF-8 text'  # the flag's help, less its default
+    with open(path, 'rb') as f:
+        head = f.read(16)
+    kind = next((name for magic, name in BINARY.items() if head.startswith(magic)), None)
+    if kind:
+        convert = (f"; convert it first (`python -c \"import pandas; pandas.read_{'parquet' if 'Parquet' in kind else 'feather'}"
+                   f"('{path}').to_json('{base}.jsonl', orient='records', lines=True)\"`) and pass {base}.jsonl"
+                   if 'jsonl' in takes and kind in ('a Parquet file', 'an Arrow file') else ": convert it to that first")
+        raise FlagError(f"{subject} is {kind}, not text: {key} takes {takes}{convert}")
     with open(path, 'rb') as f:
         if f.read(2) in (b'\xff\xfe', b'\xfe\xff'):
             raise FlagError(f"{subject} is UTF-16 text: convert it to UTF-8 first (`iconv -f utf-16 -t utf-8 "
@@ -407,7 +422,7 @@ def not_utf8(key, path, chunk=16 << 20, subject=None):
                                 f"mark: convert it first (`iconv -f utf-16le -t utf-8 {path} > {utf8}`) and pass {utf8}")
             if b'\0' in line:
                 raise FlagError(f"{subject} holds a NUL byte on line {n}: it is binary (a token file, a "
-                                f"checkpoint?), not text; pass a UTF-8 text file")
+                                f"checkpoint?), not text; " + (f"{key} takes {takes}" if wanted else "pass a UTF-8 text file"))
             try:
                 line.decode('utf-8')
             except UnicodeDecodeError as e:
@@ -427,10 +442,11 @@ def compression(path):
     return next((kind for magic, kind in COMPRESSED.items() if head.startswith(magic)), None)
 
 
-def checked_input(key, path, kind):
+def checked_input(key, path, kind, wanted=None):
     """A file (kind 'file', or 'text' for a text file) or folder (kind 'dir') the script reads: named,
     there, and of that kind. Kind 'run': a run's folder, absent or a folder. A leading ~ (quoted, so
-    the shell left it) is the home folder, as the shell would have read it."""
+    the shell left it) is the home folder, as the shell would have read it. wanted: what the flag takes
+    (its help), which a binary file's sentence names."""
     if kind is None:
         return path
     path = os.path.expanduser(path)
@@ -443,7 +459,7 @@ def checked_input(key, path, kind):
             text = path[:-len(ending)] if path.endswith(ending) else path + '.unpacked'
             raise FlagError(f"{key}={path} is {name}-compressed: unpack it first (`{unpack} {path} > {text}`) "
                             f"and pass {text}")
-        not_utf8(key, path)
+        not_utf8(key, path, wanted=wanted)
         return path
     noun = 'file' if kind == 'file' else 'folder'
     if not path.strip():

@@ -1137,6 +1137,12 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      [*OWT, '--tokenizer={root}/hf'], "whose tokens are GPT-2's BPE, which prepare_owt.py writes without --tokenizer", None),
     ('prepare_owt: a Llama model folder saved without its tokenizer as --tokenizer', 'prepare_owt.py',
      [*OWT, '--tokenizer={root}/llama'], "pass the folder the model's tokenizer was saved to, or its hub name", None),
+    ("prepare_owt: the hub's Parquet form of the text", 'prepare_owt.py', ['--input_file={root}/owt.parquet', '--out_dir={root}/pq'],
+     "is a Parquet file, not text: input_file takes jsonl, one {\"text\": ...} per line; convert it first (`python -c "
+     "\"import pandas; pandas.read_parquet(", None),
+    ('prepare_tinystories: a Parquet file as the text', 'prepare_tinystories.py',
+     ['--input_file={root}/owt.parquet', '--vocab_size=512', '--out_dir={root}/pq'],
+     'is a Parquet file, not text: input_file takes plain text, documents split by blank lines', None),
     ('sample: a token file as the prompt file', 'sample.py', ['--out_dir={root}/run', '--start=FILE:{data}/train.bin'],
      'it is binary (a token file, a checkpoint?), not text; pass a UTF-8 text file', None),
     ('prepare_tinystories: UTF-16 text without its byte-order mark', 'prepare_tinystories.py',
@@ -1593,6 +1599,8 @@ def make_workspace(root, data_dir):
                                eos_token_id=2)).save_pretrained(
         f'{root}/hf')
     open(f'{root}/taper_on.py', 'w').write("taper = 'internal'\n")  # a model alone, none on a FakeLN config
+    import pandas
+    pandas.DataFrame({'text': ['One story.', 'Another story.']}).to_parquet(f'{root}/owt.parquet')  # the hub's form
     shutil.copytree(f'{root}/run', f'{root}/swapped')  # a run folder given another run's checkpoint
     shutil.copy(f'{root}/trun/ckpt.pt', f'{root}/swapped/ckpt.pt')
     shutil.copytree(f'{root}/trun', f'{root}/swapcfg')  # a tapered run's folder given a Baseline's config.json
