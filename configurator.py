@@ -194,6 +194,19 @@ def not_ascii(value):
     return f"holds {c!r} (U+{ord(c):04X}, {unicodedata.name(c, 'unnamed')}), not a plain ASCII character"
 
 
+def not_utf8_argument(arg):
+    """An argument holding bytes that are not UTF-8 (a file name made under Latin-1, say): Python hands
+    them over as lone surrogates, which no file, log or printed line of the scripts can encode."""
+    try:
+        arg.encode('utf-8')
+    except UnicodeEncodeError as e:
+        shown = os.fsencode(arg).decode('utf-8', 'backslashreplace')
+        byte = os.fsencode(arg[e.start:e.end])[0]
+        raise FlagError(f"{shown} holds the byte 0x{byte:02X}, which is not UTF-8 (a name made under another "
+                        f"encoding, such as Latin-1?), and the scripts write and print every name as UTF-8: "
+                        f"rename the file or folder in UTF-8 (`convmv -f latin1 -t utf-8 --notest <path>`), or type the value again in a UTF-8 terminal") from None
+
+
 def too_long(key, path):
     """A path longer than the system takes whole (PATH_MAX, 4096 bytes on Linux, counted from /): every
     file under it would fail to open with a cryptic error, after a folder chain was made for nothing."""
@@ -403,7 +416,7 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
     with open(path, 'rb') as f:
         if f.read(2) in (b'\xff\xfe', b'\xfe\xff'):
             raise FlagError(f"{subject} is UTF-16 text: convert it to UTF-8 first (`iconv -f utf-16 -t utf-8 "
-                            f"{path} > {utf8}`) and pass {utf8}")
+                            f"{shlex.quote(path)} > {shlex.quote(utf8)}`) and pass {utf8}")
         f.seek(0)
         decoder = codecs.getincrementaldecoder('utf-8')()
         try:
@@ -419,7 +432,7 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
         for n, line in enumerate(f, 1):
             if b'\0' in line and utf16_without_mark(path):
                 raise FlagError(f"{subject} holds a NUL byte on line {n}: it is UTF-16 text without a byte-order "
-                                f"mark: convert it first (`iconv -f utf-16le -t utf-8 {path} > {utf8}`) and pass {utf8}")
+                                f"mark: convert it first (`iconv -f utf-16le -t utf-8 {shlex.quote(path)} > {shlex.quote(utf8)}`) and pass {utf8}")
             if b'\0' in line:
                 raise FlagError(f"{subject} holds a NUL byte on line {n}: it is binary (a token file, a "
                                 f"checkpoint?), not text; " + (f"{key} takes {takes}" if wanted else "pass a UTF-8 text file"))
@@ -429,7 +442,7 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
                 if e.reason == 'unexpected end of data' and not f.read(1):
                     break
                 raise FlagError(f"{subject} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}): "
-                                f"convert it first (`iconv -f latin1 -t utf-8 {path} > {utf8}` for Latin-1 text) "
+                                f"convert it first (`iconv -f latin1 -t utf-8 {shlex.quote(path)} > {shlex.quote(utf8)}` for Latin-1 text) "
                                 f"and pass {utf8}") from None
     raise FlagError(f"{subject} ends inside a UTF-8 character: it was cut short; pass the whole file")
 
@@ -479,7 +492,7 @@ def checked_input(key, path, kind, wanted=None):
     if not os.path.exists(path) and len(parts) > 1 and all(os.path.isfile(p) for p in parts):
         pooled = 'joined' + os.path.splitext(parts[0])[1]  # in the folder the command runs in
         raise FlagError(f"{key}={path} names {len(parts)} files apart by commas, and {key} takes one: join them "
-                        f"into one first (`cat {' '.join(parts)} > {pooled}`) and pass that")
+                        f"into one first (`cat {' '.join(map(shlex.quote, parts))} > {pooled}`) and pass that")
     if not os.path.exists(path):
         raise FlagError(f"{key}={path}: no such {noun}{elsewhere_hint(path) or '; check the path'}")
     if kind == 'file' and special_kind(path):
@@ -743,6 +756,8 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
     start, a dict, replaces the defaults of the flags it names (train.py's resume: the run's config).
     layered_note=False leaves the note on config files that change each other's values to the caller."""
     check_environment()
+    for arg in argv:
+        not_utf8_argument(arg)
     if any(a == '-f' and re.fullmatch(r'kernel-.*\.json', os.path.basename(b)) for a, b in zip(argv, argv[1:])):
         raise FlagError(f"{prog} reads its flags from the command line, and this one is a Jupyter kernel's "
                         f"({' '.join(argv)}): run `!python {prog} --key=value ...` in a cell, or set "
@@ -887,7 +902,7 @@ def checkpoint_hint(path, flags, prog=None):
     folder, name = os.path.split(path)
     run = name == 'config.json' and os.path.isfile(os.path.join(folder or '.', 'ckpt.pt'))
     if prog == 'memory.py' and (run or path.endswith(('.pt', '.ckpt'))):  # a run's plan is train.py's
-        return (f"; a run's plan is `python train.py --init_from=resume --out_dir={folder or '.'} --memory_plan` "
+        return (f"; a run's plan is `python train.py --init_from=resume --out_dir={shlex.quote(folder or '.')} --memory_plan` "
                 f"(it takes its settings from its checkpoint)")
     if run:
         path, name = os.path.join(folder, 'ckpt.pt'), 'ckpt.pt'
@@ -956,7 +971,7 @@ def path_flag_hint(arg, flags, prog=None):
     a resume, memory.py plans a run through train.py, bench.py reads the checkpoint file)."""
     if os.path.isfile(os.path.join(arg, 'ckpt.pt')) and prog in ('train.py', 'memory.py', 'bench.py'):
         return {'train.py': f"; a run's folder is continued with --init_from=resume --out_dir={arg}",
-                'memory.py': f"; a run's plan is `python train.py --init_from=resume --out_dir={arg} --memory_plan`",
+                'memory.py': f"; a run's plan is `python train.py --init_from=resume --out_dir={shlex.quote(arg)} --memory_plan`",
                 'bench.py': f"; a run's checkpoint is named with --ckpt={os.path.join(arg, 'ckpt.pt')}"}[prog]
     data = os.path.isfile(os.path.join(arg, 'meta.json'))  # a prepared data folder, else a run's or any folder
     usual = [key for key in (('data_dir', 'out_dir') if data else ('out_dir', 'data_dir')) if key in flags]

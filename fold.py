@@ -343,18 +343,19 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @torch.no_grad()
-def export(args, ckpt, model, model64, tokenizer, idx, source, path):
-    """--export_hf: the folded model as an HF folder (written at path, then moved to --export_hf) with
-    its tokenizer and a model card (README.md) that records how its logits in each dtype compare with
-    the float64 model at g = 0 on idx."""
+def export(args, ckpt, model, folded, reference, tokenizer, idx, source, path):
+    """--export_hf: the folded model (folded, the very weights of the folded checkpoint) as an HF folder
+    (written at path, then moved to --export_hf) with its tokenizer and a model card (README.md) that
+    records how its logits in each dtype compare with reference, the float64 model at g = 0 (folded, and
+    with the same embeddings reset under --reset_unseen), on idx."""
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as transformers_logging
     from hf import export_hf
     transformers_logging.disable_progress_bar()  # its checks below load the export three times
     tokenizer.save_pretrained(path)
-    sigma, alpha, bound = export_hf(model, fold_model(model), path, tokenizer.bos_token_id, tokenizer.eos_token_id,
+    sigma, alpha, bound = export_hf(model, folded, path, tokenizer.bos_token_id, tokenizer.eos_token_id,
                                      ckpt['folded_from'], ckpt.get('run_id'))
-    reference = model64.eval()(idx)[0]
+    reference = reference.eval()(idx)[0]
     rows = []
     for dtype in DTYPES:
         logits = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()(idx).logits.double()
@@ -366,6 +367,8 @@ def export(args, ckpt, model, model64, tokenizer, idx, source, path):
     cfg = model.config
     protocol = 'FakeLN (Baroni et al.)' if cfg.fakeln else f"All-Taper, scale loss {cfg.aux_loss}"
     hf_class = 'GPT2LMHeadModel' if cfg.arch == 'gpt2' else 'LlamaForCausalLM'
+    reset = (f" (the input embeddings of {ckpt['reset_unseen']} tokens absent from the run's train.bin set to "
+             f"their mean, in both: --reset_unseen)") if ckpt.get('reset_unseen') else ""
     card = f"""# A norm-free {cfg.arch} model, folded
 
 Exported by tapernorm's `fold.py` from `{os.path.abspath(os.path.join(args.out_dir, args.ckpt))}`
@@ -378,7 +381,7 @@ Last validation loss in the run's log: {last_val_loss(args.out_dir)}.
 error is (r / sqrt(eps))^2 / 2 for a residual of RMS r; at four times the largest typical RMS the
 run calibrated, that is {bound:.2g}. Its final norm holds the model's own fixed final map.
 
-Logits in each dtype against the float64 model at g = 0, on {source} ({idx.numel()} tokens):
+Logits in each dtype against the float64 model at g = 0{reset}, on {source} ({idx.numel()} tokens):
 
 | dtype | max abs(dlogits) / max abs(logits) | argmax agrees |
 |---|---|---|
@@ -480,6 +483,10 @@ def main(argv=None):
         if counts is None:
             fail(f"cannot reset unseen embeddings: no train.bin in the run's data_dir ({data_dir}): prepare "
                  f"it again there, or drop --reset_unseen")
+        if args.export_hf is not None and (cfg.arch == 'gpt2' or cfg.tied_head):
+            fail(f"cannot export {path} with --reset_unseen: the {'GPT2LMHeadModel' if cfg.arch == 'gpt2' else 'tied-head Llama'} "
+                 f"it exports to reads its head from the input embeddings, so resetting input rows there would change "
+                 f"every logit: export without --reset_unseen, or fold with it and no --export_hf")
     tokenizer = None
     if args.export_hf is not None:
         tokenizer = export_tokenizer(ckpt, data_dir, fail)
@@ -497,8 +504,11 @@ def main(argv=None):
     print(f"max |logits(g=0) - logits(folded)| = {diff:.2e} on {source} "
           f"(max |logits| {scale:.3g}, float32); {exact:.2e} with both in float64")
     reset = None
+    reference = model64  # what an export's logits are compared with
     if args.reset_unseen:  # after the check above: it changes the function on windows with those tokens
         reset = reset_unseen_embeddings(folded, counts)
+        reference = fold_model(model64)
+        reset_unseen_embeddings(reference, counts)
         print(f"reset the input embeddings of {reset} tokens that never occur in {data_dir}/train.bin")
     ckpt = dict(model=folded.state_dict(), reset_unseen=reset, model_args=asdict(folded.config), config=ckpt.get('config'),
                 iter_num=ckpt.get('iter_num'), tokenizer=ckpt.get('tokenizer'), folded_from=os.path.abspath(path),
@@ -511,7 +521,7 @@ def main(argv=None):
         torch.save(ckpt, out + '.tmp')
         if staging is not None:
             claim(staging, args.export_hf)
-            export(args, ckpt, model, model64, tokenizer, idx, source, staging)
+            export(args, ckpt, model, folded, reference, tokenizer, idx, source, staging)
             others = sorted(set(os.listdir(args.export_hf)) - set(os.listdir(staging))) \
                 if os.path.isdir(args.export_hf) else []  # empty, or fold.py's export of this checkpoint
             if others:  # put there since: the user's, which a replaced export would take with it

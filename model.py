@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import shlex
 import zipfile
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -405,7 +406,7 @@ def replaced_hint(folder):
     words that say so: the run it replaced waits in folder/.replaced, and a resume puts it back. Else None."""
     if os.path.isdir(os.path.join(folder, '.replaced')) and not os.path.isfile(os.path.join(folder, 'ckpt.pt')):
         return (f"an --overwrite run in {folder} was killed before its first checkpoint, and the run it replaced "
-                f"waits in {folder}/.replaced: `python train.py --init_from=resume --out_dir={folder}` puts it back")
+                f"waits in {folder}/.replaced: `python train.py --init_from=resume --out_dir={shlex.quote(folder)}` puts it back")
     return None
 
 
@@ -537,9 +538,9 @@ def fold_hint(out_dir):
         return f"{out_dir} is {kind}, which has no norm that folds, so no folded checkpoint: use its ckpt.pt (drop --ckpt)"
     if isinstance(ckpt, dict) and taper_note(ckpt):  # mid-taper, or FakeLN removals left: fold.py refuses it yet
         return (f"{out_dir}'s run has not reached its norm-free end (iter {ckpt.get('iter_num')}), which is what folds: "
-                f"train it on with `python train.py --init_from=resume --out_dir={out_dir}`, then fold it; or "
+                f"train it on with `python train.py --init_from=resume --out_dir={shlex.quote(out_dir)}`, then fold it; or "
                 f"sample its ckpt.pt as it is (drop --ckpt)")
-    return f"fold the run first with `python fold.py --out_dir={out_dir}`"
+    return f"fold the run first with `python fold.py --out_dir={shlex.quote(out_dir)}`"
 
 
 CKPT_ENDINGS = ('.pt', '.pth', '.ckpt', '.tar')  # what a checkpoint copied or renamed by hand may end in

@@ -45,7 +45,8 @@ from datasets.fingerprint import Hasher
 from tqdm import tqdm
 
 from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks
-from tokens import changed_since, check_data_out_dir, dtype_for, file_sha256, gpt2_encoding, read_meta, stale_token_files
+from tokens import (changed_since, check_data_out_dir, dtype_for, file_sha256, gpt2_encoding, json_array_to_lines,
+                    json_shape, read_meta, stale_token_files)
 
 OWT_NAME = "openwebtext"
 PILE_NAMES = {  # out_dir/<key>.bin <- the Hub dataset
@@ -86,6 +87,11 @@ def check_jsonl(path, *fields, vocab_size=None):
     as a list of token ids below vocab_size (the others), or one sentence naming the first line that is
     not: datasets' own error is a long traceback that names no line."""
     example = '"a document"' if fields[0] == "text" else "[464, 3290, 50256]"
+    if json_shape(path) == 'array':
+        command, lines = json_array_to_lines(path)
+        raise SystemExit(f"{path} is one JSON array of records, not JSON lines: each line must be one object such "
+                         f"as {{\"{fields[0]}\": {example}}}; write its records one per line first (`{command}`) and "
+                         f"pass {lines}.")
     rows, first, filled, ids = 0, None, 0, 0
     with open(path, encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):

@@ -15,8 +15,9 @@ from that stream.
 import json
 import math
 import os
-import sys
 import re
+import shlex
+import sys
 
 try:
     import configurator  # first: a missing package or a full disk is then one sentence (its hook)
@@ -32,7 +33,7 @@ from datasets import load_dataset
 from tqdm import tqdm
 
 from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks
-from tokens import changed_since, check_data_out_dir, file_sha256, read_meta, stale_token_files
+from tokens import changed_since, check_data_out_dir, file_sha256, json_shape, read_meta, stale_token_files
 
 HF_NAME = "roneneldan/TinyStories"
 DTYPE = np.dtype(np.uint16)  # --vocab_size stays below 65536; meta.json names it for tokens.py
@@ -61,7 +62,14 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
             raise SystemExit(f"{path} does not exist or is empty; pass the path of a plain text file.")
         if path is not None and not holds_text(path):
             raise SystemExit(f"{path} holds only whitespace; pass a file of stories.")
-        if path is not None and path.endswith((".jsonl", ".json")):
+        if path is not None and json_shape(path) == 'array':
+            text = os.path.splitext(path)[0] + '.txt'
+            raise SystemExit(f"{path} is one JSON array of records, and prepare_tinystories.py reads plain text, "
+                             f"stories separated by blank lines: write its texts that way first (`python -c \"import "
+                             f"json, sys; print((chr(10) * 2).join(r['text'] for r in json.load(open(sys.argv[1]))))\" "
+                             f"{shlex.quote(path)} > {shlex.quote(text)}`, for records with a 'text' field) and pass "
+                             f"{text}.")
+        if path is not None and (json_shape(path) == 'lines' or path.endswith((".jsonl", ".json"))):
             raise SystemExit(f"{path} is JSON lines, which prepare_owt.py --input_file reads; prepare_tinystories.py "
                              f"reads plain text, stories separated by blank lines.")
         if path is not None and eot_separated(path) and (lines := longest_block(path, eot=True)) > MAX_STORY_LINES:
@@ -71,7 +79,7 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
         if path is not None and not eot_separated(path) and (lines := longest_block(path)) > MAX_STORY_LINES:
             raise SystemExit(f"{path} has {lines:,} lines in a row with no blank line between them, "
                              f"which would be read as one story: separate its stories by blank lines (one story "
-                             f"per line? `sed G {path} > spaced.txt` adds them)")
+                             f"per line? `sed G {shlex.quote(path)} > spaced.txt` adds them)")
     if val_file and any(os.path.realpath(val_file) == os.path.realpath(p) for p in inputs):
         raise SystemExit(f"--val_file={val_file} is also an --input_file: validation text must be held out of "
                          f"training, so name another file or drop --val_file to hold out --val_fraction")
@@ -90,8 +98,11 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
         split = ds["train"].train_test_split(test_size=val_fraction, seed=2357)
     except ValueError:  # too few stories to leave both splits non-empty
         if len(ds['train']) == 1:  # all the text one story: its separators are missing
+            lines = sum(longest_block(p) > 1 for p in inputs)  # a file of many lines: a story per line?
             raise SystemExit(f"{', '.join(inputs)} reads as one story, and holding some out needs two or more: "
-                             f"separate its stories by blank lines (or <|endoftext|> lines), or pass a --val_file") from None
+                             f"separate its stories by blank lines (or <|endoftext|> lines)"
+                             + (f" (one story per line? `sed G {shlex.quote(inputs[0])} > spaced.txt` adds them)"
+                                if lines and len(inputs) == 1 else "") + ", or pass a --val_file") from None
         raise SystemExit(f"cannot hold out {val_fraction} of {len(ds['train'])} stories and keep both splits "
                          f"non-empty: pass more text, another --val_fraction, or a --val_file") from None
     return {"train": split["train"], "val": split["test"]}

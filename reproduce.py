@@ -140,9 +140,13 @@ except (OSError, AttributeError):
     PRCTL = None
 
 
+ECHOED = set()  # the scripts' notes passed on so far: each once, however many runs give it
+
+
 def run(*args, allow_divergence=False, progress='', threads=None):
     """Run one of the repository's scripts, echoing its command; its output is returned. With
-    progress set, each line that names an iteration is echoed after that label as it arrives. A
+    progress set, each line that names an iteration is echoed after that label as it arrives; a
+    script's note (or warning) on its inputs is always passed on, each distinct one once. A
     training run that stops because the model diverged returns None when allow_divergence is set.
     threads sets the script's OpenMP/torch thread count."""
     cmd = [sys.executable, script(args[0]), *map(str, args[1:])]
@@ -163,6 +167,9 @@ def run(*args, allow_divergence=False, progress='', threads=None):
             lines.append(line)
             if progress and line.startswith('iter '):
                 print(f"  {progress}: {line.rstrip()}", flush=True)
+            elif line.startswith(('note:', 'warning:')) and line not in ECHOED:  # a script's word on its inputs
+                ECHOED.add(line)
+                print(f"  {args[0]} {line.rstrip()}", flush=True)
         err = proc.stderr.read()
         code = proc.wait()
     finally:

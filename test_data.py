@@ -276,6 +276,39 @@ def test_the_prepare_command_a_broken_data_folder_names_mends_it(data_dir, tmp_p
         assert (broken / name).read_bytes() == (data_dir / name).read_bytes(), name
 
 
+@pytest.mark.parametrize('fault', ['latin1', 'one per line', 'json array', 'json array (owt)'])
+def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads(tmp_path, fault):
+    """A text file the prepare scripts refuse (Latin-1 bytes, a story per line, one JSON array of records),
+    in a folder whose name holds spaces, is named with the shell command that converts it: run by bash
+    exactly as printed, that command writes the file the sentence says to pass, and the prepare reads it.
+    The reference for "as printed" is bash itself, not the scripts' quoting."""
+    import re
+    import subprocess
+    folder = tmp_path / 'my texts'
+    folder.mkdir()
+    stories = open(SHARED / 'tinystories' / 'train_sample.txt', encoding='utf-8').read()[:60_000].split('\n\n')
+    script = 'prepare_owt.py' if fault.endswith('(owt)') else 'prepare_tinystories.py'
+    source = folder / ('stories 1.json' if fault.startswith('json') else 'stories 1.txt')
+    if fault == 'latin1':
+        source.write_bytes(('\n\n'.join(stories) + '\n\nLe caf\u00e9.\n').encode('latin-1', 'replace'))
+    elif fault == 'one per line':
+        source.write_text('\n'.join(s.replace('\n', ' ') for s in stories), encoding='utf-8')
+    else:
+        source.write_text(json.dumps([{'text': s} for s in stories], indent=2), encoding='utf-8')
+    out = ['--vocab_size=512'] if script == 'prepare_tinystories.py' else ['--skip_pile', '--val_fraction=0.05']
+    proc = run(script, f'--input_file={source}', f'--out_dir={tmp_path / "data"}', *out, check=False)
+    assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+    command = re.search(r'`([^`]+)`', proc.stderr).group(1)
+    made = subprocess.run(['bash', '-c', command], cwd=tmp_path, capture_output=True, text=True)
+    assert made.returncode == 0, (command, made.stderr)
+    passed = re.search(r'(?:and pass|> spaced.txt)', proc.stderr) and \
+        (tmp_path / 'spaced.txt' if fault == 'one per line' else
+         folder / re.search(r"pass .*/my texts/([^/]+?)\.?(?: to \S+)?$", proc.stderr.strip()).group(1))
+    assert passed.is_file() and passed.stat().st_size > 0, proc.stderr
+    run(script, f'--input_file={passed}', f'--out_dir={tmp_path / "data"}', *out)
+    assert (tmp_path / 'data' / 'meta.json').is_file()
+
+
 def test_the_prepare_command_evaluate_names_for_a_broken_pile_set_mends_it(tmp_path):
     """An OpenWebText folder whose Pile set was cut mid-token is named by evaluate.py with the command
     that writes it again from the local files prepare_owt.py read (meta.json records them): run as given,

@@ -754,6 +754,15 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'fewer than the one 1024-token chunk', None),
     ('prepare_tinystories: JSON lines', 'prepare_tinystories.py', ['--input_file={shared}/openwebtext/sample.jsonl',
      '--out_dir={root}/p14'], 'is JSON lines', None),
+    ('prepare_tinystories: a pretty-printed JSON array of stories', 'prepare_tinystories.py',
+     ['--input_file={root}/stories_array.json', '--out_dir={root}/p15'], "for records with a 'text' field) and pass", None),
+    ('prepare_tinystories: JSON lines named .txt', 'prepare_tinystories.py',
+     ['--input_file={root}/docs_lines.txt', '--out_dir={root}/p16'], 'is JSON lines', None),
+    ('prepare_owt: a JSON array of documents on one line', 'prepare_owt.py',
+     ['--input_file={root}/docs_array.jsonl', '--out_dir={root}/o11'], 'is one JSON array of records, not JSON lines', None),
+    ('fold: --reset_unseen with --export_hf of a model whose export ties its head to the embeddings', 'fold.py',
+     ['--out_dir={root}/allrun', '--reset_unseen', '--out=ckpt_reset.pt', '--export_hf={root}/allrun_reset_hf'],
+     'reads its head from the input embeddings', None),
     # checkpoints that cannot be what they claim
     ('a folded checkpoint resumed as ckpt.pt', 'train.py', ['--init_from=resume', '--out_dir={root}/foldasckpt'],
      'is a folded checkpoint', None),
@@ -782,6 +791,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'is a named pipe', None),
     ('a device name typed with a Cyrillic letter', 'train.py', [*T, '--device=\u0441pu'], 'U+0441, CYRILLIC SMALL LETTER ES',
      None),
+    ('an out_dir whose name holds a Latin-1 byte (not UTF-8)', 'train.py', [*TINY, '--data_dir={data}',
+     '--out_dir={root}/caf\udce9'], 'holds the byte 0xE9, which is not UTF-8', None),
+    ('fold: a run folder named under Latin-1', 'fold.py', ['--out_dir={root}/r\udce9sum\udce9'],
+     'holds the byte 0xE9, which is not UTF-8', None),
+    ('a config file named under Latin-1', 'train.py', ['{root}/caf\udce9.py', *T], 'holds the byte 0xE9', None),
     ('a choice typed with a Greek letter', 'train.py', [*T, '--taper=\u03bfne'], 'U+03BF, GREEK SMALL LETTER OMICRON', None),
     ('a data folder under ~ that is not there (~ read as the home folder)', 'train.py',
      [*TINY, '--data_dir=~/nodata', '--out_dir={root}/fresh'], 'nodata/train.bin not found: prepare the data with '
@@ -1312,6 +1326,10 @@ def make_workspace(root, data_dir):
     open(f'{root}/cut_utf8.jsonl', 'wb').write('{"input_ids": [1]}\n{"input_ids": [2]} \u00e9'.encode()[:-1])
     open(f'{root}/small.txt', 'w').write(open(SHARED / 'tinystories' / 'train_sample.txt').read()[:20_000])
     shutil.copy(f'{root}/small.txt', f'{root}/stories,v2.txt')  # a file whose name holds a comma
+    stories = [{'text': t} for t in open(f'{root}/small.txt').read().split('\n\n')]
+    json.dump(stories, open(f'{root}/stories_array.json', 'w'), indent=2)  # a download's records, one JSON array
+    json.dump(stories, open(f'{root}/docs_array.jsonl', 'w'))
+    open(f'{root}/docs_lines.txt', 'w').write(''.join(json.dumps(r) + '\n' for r in stories))
     run('prepare_tinystories.py', f'--input_file={root}/small.txt', '--vocab_size=512', f'--out_dir={root}/other_tok',
         env=QUIET)  # the same vocabulary size as the run's data, in another tokenizer
     open(f'{root}/bad_line.jsonl', 'w').write('{"text": "fine", "input_ids": [1]}\n{"text": "torn\n')

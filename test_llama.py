@@ -279,6 +279,34 @@ def test_fold_export_sample_evaluate_and_bench_a_fine_tuned_llama(smol_runs, tmp
     assert {r['variant'] for r in bench['rows']} == {'baseline', 'fused'}
 
 
+def test_an_export_with_reset_unseen_embeddings_is_the_folded_checkpoint(smol_runs, tmp_path):
+    """fold.py --reset_unseen --export_hf: the export holds the same reset input rows as the folded
+    checkpoint it writes beside it, so transformers' LlamaForCausalLM gives that checkpoint's logits on a
+    window holding a token absent from train.bin, where the reset changes them (the reference: our model
+    from the folded file, against transformers' own class)."""
+    import numpy as np
+    from transformers import LlamaForCausalLM
+    from conftest import run
+    from model import GPT
+    from tokens import open_tokens
+    run('fold.py', f"--out_dir={smol_runs / 'alltaper'}", '--reset_unseen', '--out=ckpt_reset.pt',
+        f"--export_hf={tmp_path / 'hf'}")
+    counts = np.bincount(open_tokens(smol_runs / 'data', 'train'), minlength=50257)
+    val = open_tokens(smol_runs / 'data', 'val')
+    at = int(np.flatnonzero(counts[val[:200_000]] == 0)[0])  # a token the run never trained on
+    idx = torch.from_numpy(val[max(0, at - 32):max(0, at - 32) + 64].astype('int64'))[None]
+    reset = GPT.from_checkpoint(str(smol_runs / 'alltaper' / 'ckpt_reset.pt')).eval()
+    kept = GPT.from_checkpoint(str(smol_runs / 'alltaper' / 'ckpt.pt')).eval()  # the model before the reset
+    kept.set_gate(0.0)
+    hf = LlamaForCausalLM.from_pretrained(tmp_path / 'hf').eval()
+    with torch.no_grad():
+        ours = reset(idx)[0]
+        assert (hf(idx).logits - ours).abs().max() <= 1e-4 * ours.abs().max()
+        # the reset is visible on this window, so the comparison above tells the two apart
+        assert (kept(idx)[0] - ours).abs().max() > 1e-3 * ours.abs().max()
+    assert '--reset_unseen' in (tmp_path / 'hf' / 'README.md').read_text()  # the card says what it holds
+
+
 def rescaled(model, scale):
     """The same function with its residual stream `scale` times larger: embeddings and every block's
     output layer times scale, every tapered norm's c over scale (and a tied head's final map over

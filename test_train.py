@@ -7,6 +7,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -149,15 +151,23 @@ def assert_same_run(straight, split):
 @pytest.mark.parametrize('stop', [4, 20, 36])
 def test_resume_from_every_taper_phase_continues_the_same_run_bitwise(runs, data_dir, tmp_path, stop):
     """A run stopped at any phase and resumed is the run that never stopped. Before taper start
-    gammatilde has no AdamW state yet; the resumed run must not invent one."""
-    common = [*TINY, f'--data_dir={data_dir}', '--taper=all', '--aux_loss=fixed', f'--out_dir={tmp_path}']
+    gammatilde has no AdamW state yet; the resumed run must not invent one. Mid-taper, the run's folder
+    name holds a space, and the command printed to continue it runs in bash as printed."""
+    out = tmp_path / ('my run' if stop == 20 else 'run')
+    common = [*TINY, f'--data_dir={data_dir}', '--taper=all', '--aux_loss=fixed', f'--out_dir={out}']
     stopped = run('train.py', *common, f'--stop_iter={stop}')
-    assert f"continue the run with `python train.py --init_from=resume --out_dir={tmp_path}`" in stopped.stdout
-    phase = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    printed = re.search(r"continue the run with `(python train.py --init_from=resume --out_dir=[^`]+)`", stopped.stdout)
+    assert printed, stopped.stdout[-2000:]
+    phase = torch.load(out / 'ckpt.pt', weights_only=True)
     assert phase['iter_num'] == stop
     assert any('taper_weight' in k for k in phase['optimizer']['state']) == (stop > 8)
-    run('train.py', *common, '--init_from=resume')
-    assert_same_run(runs / 'all_aux', tmp_path)
+    if stop == 20:
+        resumed = subprocess.run(['bash', '-c', printed.group(1).replace('python', sys.executable, 1)], cwd=ROOT,
+                                 capture_output=True, text=True)
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+    else:
+        run('train.py', *common, '--init_from=resume')
+    assert_same_run(runs / 'all_aux', out)
 
 
 def test_ddp_and_fsdp_match_one_process(data_dir, tmp_path):
@@ -696,14 +706,15 @@ def test_reproduce_script_end_to_end(tmp_path, capsys):
     """reproduce.py on both local TinyStories samples, pooled and split, with a shortened schedule:
     every setting trains, the tapered ones fold without changing their validation loss, the All-Taper
     ones are also folded with --reset_unseen and scored, the diagnostic, the decoding benchmark and
-    the figures are written. The data folder is prepared with the vocabulary the runs train with."""
+    the figures are written. The data folder is prepared with the vocabulary the runs train with, and the
+    scripts' notes on their inputs reach the user."""
     require_shared()
     out = run('reproduce.py', '--input_file', f"{SHARED / 'tinystories' / 'train_sample.txt'},"
               f"{SHARED / 'tinystories' / 'valid_sample.txt'}", '--val_fraction=0.1', f'--data_dir={tmp_path / "data"}',
               f'--out_root={tmp_path / "runs"}', f'--assets={tmp_path / "assets"}', '--val_windows=8', '--jobs=2', '--seeds=1,2', '--ablation_seeds=1',
               '--settings=baseline,internal,all,all-noaux,all-notail',
               '--bench_prompt=16', '--bench_new=8', '--', '--vocab_size=1024', '--n_layer=2', '--block_size=64', '--max_iters=24',
-              '--warmup_iters=8', '--taper_start=8', '--taper_end=20', '--lr_decay_iters=24', '--eval_interval=12',
+              '--warmup_iters=8', '--taper_start=8', '--taper_end=20', '--lr_decay_iters=30', '--eval_interval=12',
               '--eval_iters=2', '--log_interval=4', '--learning_rate=1e-3').stdout
     results = json.load(open(tmp_path / 'assets' / 'results.json'))
     assert set(results['settings']) == {'baseline', 'internal', 'all', 'all-noaux', 'all-notail'}
@@ -715,6 +726,8 @@ def test_reproduce_script_end_to_end(tmp_path, capsys):
         assert 0 <= row['excluded'] <= 8 * len(results['seeds']) and row['non_finite'] >= 0
         assert (row['clean_mean'] is None) == (row['mean'] is None)
     assert '[2/5] Internal-Taper (+aux), seed' in out  # progress, setting by setting
+    # train.py's note on the schedule (the decay runs past max_iters) reaches the user, once for all eight runs
+    assert out.count('train.py note: the cosine decay runs to lr_decay_iters=30, past max_iters=24') == 1, out
     seeds_trained = {name: len(row['val_ce']) for name, row in results['settings'].items()}
     assert seeds_trained == {'baseline': 2, 'internal': 2, 'all': 2, 'all-noaux': 1, 'all-notail': 1}  # ablations: seed 1
     assert results['settings']['baseline']['clean_mean_std'] is not None and '| All-Taper (no aux) (1 seed) |' in out

@@ -139,6 +139,27 @@ def inner_data(folder, split, vocab_size=None, tokenizer=None):
     return f"{said}, the one in the model's tokens (e.g. --data_dir={os.path.join(folder, (fit or names)[0])})"
 
 
+def json_shape(path):
+    """'array' for a file that is one JSON array (a .json download of records, often pretty-printed),
+    'lines' for JSON lines (one object per line), None for anything else: told by its first character,
+    not its name."""
+    with open(path, 'rb') as f:
+        head = f.read(1 << 16).removeprefix(b'\xef\xbb\xbf').lstrip()
+    if head[:1] == b'[' and head[1:].lstrip()[:1] in (b'{', b'"', b']'):  # '[{"text": ...', not '[Chapter 1]'
+        return 'array'
+    try:
+        return 'lines' if isinstance(json.loads(head.partition(b'\n')[0]), dict) else None
+    except ValueError:  # not JSON, or a first line longer than the head read
+        return 'lines' if head[:2] == b'{"' else None
+
+
+def json_array_to_lines(path):
+    """The command that writes a JSON array's records one per line, beside it; and that file's name."""
+    lines = os.path.splitext(path)[0] + '.jsonl'
+    return (f"python -c \"import json, sys; [print(json.dumps(r)) for r in json.load(open(sys.argv[1]))]\" "
+            f"{shlex.quote(path)} > {shlex.quote(lines)}"), lines
+
+
 def prepare_command(data_dir, vocab_size=None):
     """The prepare script and flags that write data_dir (again): the script its meta.json's tokenizer
     names (else the one the folder's name suggests), with the local files it records (text, and the
@@ -198,10 +219,10 @@ def raw_text(data_dir):
     if text == ['tokenizer_train.txt']:  # prepare_tinystories.py's own first file: a prepare stopped part-way
         return (f"{data_dir} holds only tokenizer_train.txt, the file prepare_tinystories.py writes first: a "
                 f"prepare stopped part-way, with no tokens yet; run the same prepare command into it again (`python "
-                f"prepare_tinystories.py --input_file=<your text> --out_dir={data_dir}`), which finishes it")
+                f"prepare_tinystories.py --input_file=<your text> --out_dir={shlex.quote(data_dir)}`), which finishes it")
     script = 'prepare_owt.py' if text[0].endswith('.jsonl') else 'prepare_tinystories.py'
     return (f"{data_dir} holds text ({', '.join(text[:2])}), not the tokens a prepare script writes: prepare it "
-            f"into a folder of its own, e.g. `python {script} --input_file={os.path.join(data_dir, text[0])} "
+            f"into a folder of its own, e.g. `python {script} --input_file={shlex.quote(os.path.join(data_dir, text[0]))} "
             f"--out_dir=data/mine`, and pass that folder as --data_dir")
 
 

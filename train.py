@@ -20,6 +20,7 @@ import math
 import os
 import re
 import signal
+import shlex
 import socket
 import sys
 import time
@@ -178,7 +179,7 @@ configurator.printing('train.py')  # `train.py | head` must not stop the run
 def continue_command():
     """The command that continues this run from its checkpoint, started as this one was: under torchrun,
     with its ranks (an FSDP run's config keeps fsdp=True, which one process refuses)."""
-    command = f"train.py --init_from=resume --out_dir={out_dir}"
+    command = f"train.py --init_from=resume --out_dir={shlex.quote(out_dir)}"
     if not ddp:
         return f"`python {command}`"
     if os.environ.get('LOCAL_WORLD_SIZE', '').strip() == str(world_size):  # one machine
