@@ -24,6 +24,7 @@ import atexit
 import codecs
 import difflib
 import errno
+import functools
 import fcntl
 import importlib
 import itertools
@@ -470,7 +471,7 @@ def checked_input(key, path, kind, wanted=None):
         if compression(path):
             name, unpack, ending = compression(path)
             text = path[:-len(ending)] if path.endswith(ending) else path + '.unpacked'
-            raise FlagError(f"{key}={path} is {name}-compressed: unpack it first (`{unpack} {path} > {text}`) "
+            raise FlagError(f"{key}={path} is {name}-compressed: unpack it first (`{unpack} {shlex.quote(path)} > {shlex.quote(text)}`) "
                             f"and pass {text}")
         not_utf8(key, path, wanted=wanted)
         return path
@@ -531,6 +532,11 @@ def checked_path(key, path, write=True):
     if repository_folder(path):
         raise FlagError(f"{key}={path} is {repository_folder(path)}, where the outputs would lie among its files: "
                         f"name a folder for them, e.g. --{key}=out")
+    whose = {os.path.realpath(os.path.expanduser('~')): 'your home folder itself',
+             os.path.realpath(os.sep): "the file system's root"}.get(os.path.realpath(path))
+    if whose:  # --out_dir=~ meant ~/runs/...: the outputs would lie among every file of the user's
+        raise FlagError(f"{key}={path} is {whose}, where the outputs would lie among your own files: name a "
+                        f"folder for them, e.g. --{key}={os.path.join(path, 'out')}")
     parent = nearest_existing(path)
     longest = max(os.path.abspath(path).split(os.sep), key=len)
     limit = os.pathconf(parent, 'PC_NAME_MAX') if os.path.isdir(parent) else 255
@@ -1066,6 +1072,14 @@ def read_file(path, values, flags, prog):
             isinstance(node, (ast.FunctionDef, ast.ClassDef)) for node in tree.body):
         raise FlagError(f"{path} is one of the repository's scripts, not a config file: name a config file "
                         f"first, e.g. python {prog} config/quick_cpu.py")
+    own = script_functions(prog)
+    for node in tree.body:  # def get_lr(...) in a config file: the script's function, which no config replaces
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in own:
+            instead = {'get_lr': "; the schedule is set by learning_rate, warmup_iters, lr_decay_iters and min_lr",
+                       'get_gate': "; the taper's schedule is set by taper_start and taper_end"}.get(node.name, "")
+            raise FlagError(f"config file {path}, line {node.lineno}, defines {node.name}, which is {prog}'s own "
+                            f"function: a config file sets {prog}'s flags, and {prog} never reads a function from it"
+                            f"{instead} (`python {prog} --help` lists them)")
     try:
         namespace['__name__'] = '__main__'  # as `python config.py` would run it: an `if __name__` block too
         namespace['__file__'] = os.path.abspath(path)  # a config that places out_dir beside itself
@@ -1120,6 +1134,18 @@ def read_file(path, values, flags, prog):
         except FlagError as e:
             raise FlagError(f"{path}: {e}") from None
     return assigned, derived_values(tree, flags, {key: assigned.get(key, values[key]) for key in flags})
+
+
+@functools.lru_cache(maxsize=None)
+def script_functions(prog):
+    """The functions and classes the script prog (one of the repository's) defines at its top level."""
+    try:
+        with open(os.path.join(HERE, prog), encoding='utf-8') as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    return frozenset(node.name for node in tree.body
+                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
 
 
 def bound_names(tree):

@@ -139,15 +139,17 @@ def data_dir(tmp_path_factory):
     return out
 
 
-def word_tokenizer(path, n_words, eos=True):
+def word_tokenizer(path, n_words, eos=True, framed=True):
     """A Llama-shaped tokenizer over n_words words w0, w1, ..., saved to path: ids 0, 1, 2 are [UNK], <s>
-    (BOS, put before each text) and </s> (EOS, left out with eos=False); word i is id i + 3."""
+    (BOS, put before each text unless framed=False) and </s> (EOS, left out with eos=False, and BOS with
+    it); word i is id i + 3."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
     vocab = {'[UNK]': 0, '<s>': 1, '</s>': 2} | {f'w{i}': i + 3 for i in range(n_words)}
     tok = Tokenizer(models.WordLevel(vocab, unk_token='[UNK]'))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.post_processor = processors.TemplateProcessing(single='<s> $A', special_tokens=[('<s>', 1)])
+    if framed:
+        tok.post_processor = processors.TemplateProcessing(single='<s> $A', special_tokens=[('<s>', 1)])
     specials = dict(bos_token='<s>', eos_token='</s>') if eos else {}
     PreTrainedTokenizerFast(tokenizer_object=tok, unk_token='[UNK]', **specials).save_pretrained(path)
     return path

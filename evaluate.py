@@ -38,7 +38,8 @@ from configurator import FlagError, configure_globals, flag
 from hf import export_source, from_pretrained, init_from_conflict, is_export, tokenizer_reference
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    pick_device, replaced_run, run_checkpoint, taper_note)
-from tokens import data_tokenizer, inner_data, open_tokens, prepare_command, raw_text, read_meta, same_tokenizer
+from tokens import (data_tokenizer, inner_data, meta_mismatch, open_tokens, prepare_command, raw_text, read_meta,
+                    same_tokenizer)
 
 # -----------------------------------------------------------------------------
 init_from = flag('resume', "'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family name or "
@@ -255,6 +256,8 @@ try:
     meta = read_meta(data_dir)
 except ValueError as e:
     fail(f"cannot evaluate: {e}: prepare the data again with `python {prepare_command(data_dir)}`")
+if meta_mismatch(data_dir, meta):
+    fail(f"cannot evaluate: {meta_mismatch(data_dir, meta)}")
 if meta.get('tokenizer') == 'sentencepiece':  # prepare_tinystories.py's: its val.bin is no OpenWebText
     try:  # a TinyStories run's export reads these tokens, and diagnose.py scores its run on them
         own = same_tokenizer(tokenizer, data_tokenizer(data_dir, meta))

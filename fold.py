@@ -193,6 +193,13 @@ def training_in(folder):
 staged = None  # the export's staging folder, once this process holds it (claim)
 
 
+def aside(path):
+    """Where fold.py writes the file or folder at path before giving it that name: hidden beside it, under
+    a name of fold.py's own (a user's 'model.tmp' beside an export 'model' is the user's, never a leftover)."""
+    folder, name = os.path.split(os.path.normpath(path))
+    return os.path.join(folder, f'.{name}.fold-tmp')
+
+
 def claim(staging, export_dir):
     """The export's staging folder, made empty and locked for this process: a second fold.py exporting
     to the same folder at once stops here, before it writes, rather than mixing two models' files. A
@@ -234,6 +241,23 @@ def copy_of(folded, path):
         return False
 
 
+def iter_of(path):
+    """The step of the checkpoint (folded or not) at path; None if it records none or cannot be read."""
+    try:
+        step = torch.load(path, map_location='cpu', weights_only=True, mmap=True).get('iter_num')
+    except Exception:
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def run_of(path):
+    """The run (train.py's run_id) of the checkpoint at path; None if it records none or cannot be read."""
+    try:
+        return torch.load(path, map_location='cpu', weights_only=True, mmap=True).get('run_id')
+    except Exception:
+        return None
+
+
 def same_run(run_id, path):
     """Whether run_id, an export's record, is the run of the checkpoint at path."""
     try:
@@ -272,6 +296,12 @@ def check_outputs(args, path):
     if os.path.exists(out) and folded_from(out) is None:
         fail(f"{out} exists and is not a checkpoint fold.py wrote, so fold.py will not replace it: name a new "
              f"file with --out, e.g. --out={unused(args.out_dir)}")
+    step = iter_of(path)
+    if os.path.exists(out) and step is not None and (iter_of(out) or 0) > step and \
+            (same_path(folded_from(out), path) or same_run(run_of(out), path)):  # an earlier checkpoint put back
+        fail(f"{out} holds the fold of iter {iter_of(out)}, a later step than {path}'s iter {step} (an earlier "
+             f"checkpoint put back in its place?), so fold.py will not replace it: keep it, and fold this one into "
+             f"a new file, e.g. --out={unused(args.out_dir)}")
     if os.path.exists(out) and not same_path(folded_from(out), path) and not copy_of(out, path):
         fail(f"{out} holds a model folded from {folded_from(out)}, not from {path}, so fold.py will not replace it: "
              f"name a new file with --out, e.g. --out={unused(args.out_dir)}")
@@ -308,6 +338,11 @@ def check_outputs(args, path):
                 not same_run(export_source(hf_dir, 'run_id'), path):  # a run folder copied or moved with its export
             fail(f"export_hf={hf_dir} holds an export of {export_source(hf_dir)}, not of {path}, so fold.py will "
                  f"not replace it: name a new or empty folder")
+        exported = export_source(hf_dir, 'iter') if os.path.isdir(hf_dir) else None
+        if isinstance(exported, int) and step is not None and exported > step:
+            fail(f"export_hf={hf_dir} holds the export of iter {exported}, a later step than {path}'s iter {step} "
+                 f"(an earlier checkpoint put back in its place?), so fold.py will not replace it: name a new or "
+                 f"empty folder")
     return out
 
 
@@ -354,7 +389,7 @@ def export(args, ckpt, model, folded, reference, tokenizer, idx, source, path):
     transformers_logging.disable_progress_bar()  # its checks below load the export three times
     tokenizer.save_pretrained(path)
     sigma, alpha, bound = export_hf(model, folded, path, tokenizer.bos_token_id, tokenizer.eos_token_id,
-                                     ckpt['folded_from'], ckpt.get('run_id'))
+                                     ckpt['folded_from'], ckpt.get('run_id'), ckpt.get('iter_num'))
     reference = reference.eval()(idx)[0]
     rows = []
     for dtype in DTYPES:
@@ -453,10 +488,11 @@ def main(argv=None):
     if cfg.folded:  # the run's training checkpoint is what folds; an export is made from it too
         training = os.path.join(os.path.dirname(path), 'ckpt.pt')
         fail(f"cannot fold {path}: this model is already folded: " +
-             ("fold the run's training checkpoint (--ckpt=ckpt.pt)" if os.path.isfile(training) else
+             ("fold the run's training checkpoint (--ckpt=ckpt.pt)" if os.path.isfile(training) and
+              not same_path(training, path) else
               f"sample or score it as it is (sample.py --out_dir={os.path.dirname(path)} "
               f"--ckpt={os.path.basename(path)}, or diagnose.py with the same flags); folding or exporting needs the "
-              f"run's ckpt.pt, which is gone"))
+              f"run's training checkpoint, which this folder does not hold"))
     try:
         folded = fold_model(model)
     except ValueError as e:
@@ -515,10 +551,11 @@ def main(argv=None):
                 run_id=ckpt.get('run_id'))
     # Both files are written aside and take their names only once both are whole: a failure leaves the
     # folders as they were.
-    staging = os.path.normpath(args.export_hf) + '.tmp' if args.export_hf is not None else None
+    staging = aside(args.export_hf) if args.export_hf is not None else None
+    written = aside(out)
     wrote = None  # the checkpoint, once in place: a failure after it leaves it, and says so
     try:
-        torch.save(ckpt, out + '.tmp')
+        torch.save(ckpt, written)
         if staging is not None:
             claim(staging, args.export_hf)
             export(args, ckpt, model, folded, reference, tokenizer, idx, source, staging)
@@ -528,7 +565,7 @@ def main(argv=None):
                 fail(f"{args.export_hf} holds {', '.join(others[:3])}, which the export does not write, so fold.py "
                      f"will not replace the folder: move {'it' if len(others) == 1 else 'them'} out, or export "
                      f"elsewhere")
-        os.replace(out + '.tmp', out)
+        os.replace(written, out)
         wrote = out
         if staging is not None:
             if os.path.isdir(args.export_hf):
@@ -538,17 +575,17 @@ def main(argv=None):
         reason = write_failure(e, out)
         if reason is None:
             raise
-        target = str(getattr(e, 'filename2', None) or getattr(e, 'filename', None) or out).removesuffix('.tmp')
-        target = args.export_hf if wrote and target.startswith(staging) else target
-        discard(out + '.tmp')
-        left = f" (only {out}.tmp, which the folder does not let fold.py remove: an append-only folder?)" \
-            if os.path.lexists(out + '.tmp') else ""
+        target = str(getattr(e, 'filename2', None) or getattr(e, 'filename', None) or out)
+        target = out if target == written else args.export_hf if staging and target.startswith(staging) else target
+        discard(written)
+        left = f" (only {written}, which the folder does not let fold.py remove: an append-only folder?)" \
+            if os.path.lexists(written) else ""
         fail(f"cannot write {target} ({reason}): " + (f"{wrote} was written, the export was not; " if wrote else
                                                       f"nothing was changed{left}; ")
              + (write_remedy(reason) or "make it writable (a read-only or immutable file? see ls -l, lsattr), or "
                                         "name another file with --out (or folder with --export_hf)"))
     finally:  # this process's own leftovers: another fold's staging folder is that fold's
-        for leftover in (out + '.tmp', staging if staged is not None else None):
+        for leftover in (written, staging if staged is not None else None):
             if leftover:
                 discard(leftover)
     print(f"wrote {out}")

@@ -202,6 +202,8 @@ def make_data(ctx):
     write_dataset(ctx['owt_data'], 50257, ctx['scale']['tokens'], extra_splits=('pile', 'pile_filtered'),
                   eot_token=50256)  # the GPT-2 configs mask end-of-text targets
     from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.utils import logging as transformers_logging
+    transformers_logging.disable_progress_bar()  # the steps' lines are the output, on stdout
     torch.manual_seed(0)
     GPT2LMHeadModel(GPT2Config(n_positions=1024, **ctx['scale']['gpt2'])).save_pretrained(ctx['gpt2_dir'])
     return dict(data=f"bigram chains of {ctx['scale']['tokens']:,} tokens (vocab 10,000 and 50,257); "
@@ -451,11 +453,12 @@ def main():
             json.dump(dict(environment=env, steps=results), f, indent=1)
         with open(f'{root}/report.md', 'w') as f:
             f.write(markdown(env, results))
-    failed = [r['step'] for r in results if not r['ok']]
+    failed = [r for r in results if not r['ok']]
     print(f"\n{len(results) - len(failed)} of {len(results)} steps ok"
-          + (f"; failed: {', '.join(failed)}" if failed else '') + f"; report in {root}/report.md")
-    if failed:
-        raise SystemExit(1)
+          + (f"; failed: {', '.join(r['step'] for r in failed)}" if failed else '') + f"; report in {root}/report.md")
+    if failed:  # the first failure's own sentence, where a failed command's message goes
+        fail(f"{len(failed)} of {len(results)} steps failed, first {failed[0]['step']}: {failed[0]['error']} "
+             f"(report in {root}/report.md)")
 
 
 if __name__ == '__main__':

@@ -295,11 +295,17 @@ def tokenizer_reference(name_or_dir):
     holds another vocabulary than GPT-2's 50,257 tokens (fold.py's export of a run trained on other
     tokens) reads its own."""
     from transformers import AutoConfig, AutoTokenizer
-    if load_hf(AutoConfig, name_or_dir).model_type == 'gpt2':
+    hc = load_hf(AutoConfig, name_or_dir)
+    files = ('tokenizer.json', 'tokenizer_config.json', 'tokenizer.model')
+    if hc.model_type == 'gpt2':
         own = os.path.join(name_or_dir, 'tokenizer.json')
+        if os.path.isdir(name_or_dir) and is_export(name_or_dir) and hc.vocab_size < 50257 and \
+                not any(os.path.isfile(os.path.join(name_or_dir, f)) for f in files):  # its own tokenizer, deleted
+            raise ValueError(f"{name_or_dir} is an export of a run trained on its own {hc.vocab_size}-token "
+                             f"vocabulary, and holds none of its tokenizer files ({', '.join(files)}): export it "
+                             f"again (fold.py --export_hf writes them), or copy them back")
         if not os.path.isfile(own) or gpt2_vocabulary(own):
             return dict(kind='tiktoken', name='gpt2')
-    files = ('tokenizer.json', 'tokenizer_config.json', 'tokenizer.model')
     if os.path.isdir(name_or_dir) and not any(os.path.isfile(os.path.join(name_or_dir, f)) for f in files):
         raise ValueError(f"{name_or_dir} holds no tokenizer files ({', '.join(files)}): save the model's tokenizer "
                          f"there too, with tokenizer.save_pretrained")
@@ -312,7 +318,8 @@ def tokenizer_reference(name_or_dir):
     if len(tokenizer) > rows:
         raise TokenizerMismatch(f"{name_or_dir}'s tokenizer has {len(tokenizer)} ids, but the model's embedding has "
                          f"{rows} rows: its tokenizer is another model's; save the model's own tokenizer there")
-    return dict(kind='hf', json=tokenizer.backend_tokenizer.to_str(), eos_id=tokenizer.eos_token_id)
+    return dict(kind='hf', json=tokenizer.backend_tokenizer.to_str(), eos_id=tokenizer.eos_token_id,
+                bos_id=tokenizer.bos_token_id)
 
 
 # --- loading --------------------------------------------------------------------------------------
@@ -337,6 +344,23 @@ def lfs_pointer(folder):
     return None
 
 
+def llama3_rope_lacking(name_or_dir):
+    """The fields a local config.json's Llama-3 RoPE scaling lacks, as it is written (transformers fills a
+    lacking original_max_position_embeddings in from max_position_embeddings as it reads it)."""
+    try:
+        with open(os.path.join(str(name_or_dir), 'config.json'), encoding='utf-8') as f:
+            raw = json.load(f)
+    except (OSError, ValueError):
+        return []  # not a local folder, or not its config: the loader says what is wrong
+    if not isinstance(raw, dict):
+        return []
+    rope = raw.get('rope_scaling') or raw.get('rope_parameters')
+    if not isinstance(rope, dict) or rope.get('rope_type', rope.get('type')) != 'llama3':
+        return []
+    return [k for k in ('factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings')
+            if k not in rope]
+
+
 def pretrained_config(name_or_dir, block_size=None, **overrides):
     """The GPTConfig of an HF GPT-2 or Llama-family checkpoint, read from its config.json alone (no
     weights are loaded), or a ValueError of one sentence naming what this model cannot compute."""
@@ -344,6 +368,11 @@ def pretrained_config(name_or_dir, block_size=None, **overrides):
     if SHAPE_KEYS & overrides.keys():
         raise ValueError(f"from_pretrained takes its shape from the checkpoint; "
                          f"drop {sorted(SHAPE_KEYS & overrides.keys())}")
+    lacking = llama3_rope_lacking(name_or_dir)
+    if lacking:  # transformers would fill them in with a warning per read, and compute another model
+        raise ValueError(f"{name_or_dir}'s config.json scales RoPE as Llama-3 does (rope_type 'llama3') without "
+                         f"{' and '.join(lacking)}, which that scaling needs: put back the model's own value"
+                         f"{'s' if len(lacking) > 1 else ''} (from its download), or download the model again")
     hc = load_hf(AutoConfig, name_or_dir)
     quantized = getattr(hc, 'quantization_config', None)
     if quantized:
@@ -411,13 +440,21 @@ def from_pretrained(name_or_dir, block_size=None, **overrides):
     return model
 
 
+# The names of transformers' activations that compute this model's own (ACT2FN): the tanh GELU of GPT-2's
+# MLP, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and SwiGLU's SiLU gate, x sigmoid(x). test_llama.py
+# checks each against transformers' function in float64.
+TANH_GELU = ('gelu_new', 'gelu_pytorch_tanh', 'gelu_python_tanh', 'gelu_fast', 'gelu_accurate')
+SILU = ('silu', 'swish')
+
+
 def gpt2_config(name_or_dir, hc, block_size, overrides):
     """GPTConfig of an HF GPT2Config, or a ValueError naming the field this model cannot compute.
     reorder_and_upcast_attn only moves where float16 rounds, and this model's attention runs float32."""
     def refuse(field, value, why):
         raise ValueError(f"{name_or_dir} sets {field}={value!r}, which this model cannot compute: {why}")
-    if hc.activation_function != 'gelu_new':
-        refuse('activation_function', hc.activation_function, "GPT-2's MLP here uses the tanh GELU, 'gelu_new'")
+    if hc.activation_function not in TANH_GELU:
+        refuse('activation_function', hc.activation_function, f"GPT-2's MLP here uses the tanh GELU, 'gelu_new' "
+               f"(or a name transformers computes it by: {', '.join(map(repr, TANH_GELU[1:]))})")
     if not hc.scale_attn_weights:
         refuse('scale_attn_weights', False, "attention scores here are divided by sqrt(head size)")
     if hc.scale_attn_by_inverse_layer_idx:
@@ -439,8 +476,8 @@ def llama_config(name_or_dir, hc, block_size, overrides):
     """GPTConfig of an HF LlamaConfig, or a ValueError naming the field this model cannot compute."""
     def refuse(field, value, why):
         raise ValueError(f"{name_or_dir} sets {field}={value!r}, which this model cannot compute: {why}")
-    if hc.hidden_act != 'silu':
-        refuse('hidden_act', hc.hidden_act, "its MLP is SwiGLU, whose gate is SiLU")
+    if hc.hidden_act not in SILU:
+        refuse('hidden_act', hc.hidden_act, "its MLP is SwiGLU, whose gate is SiLU ('silu', or 'swish')")
     hs = hc.hidden_size // hc.num_attention_heads
     if getattr(hc, 'head_dim', None) not in (None, hs):
         refuse('head_dim', hc.head_dim, f"heads here are hidden_size / num_attention_heads = {hs} wide, and "
@@ -532,8 +569,8 @@ def check_exportable(model):
 
 
 def export_source(path, field='source'):
-    """The checkpoint the export in the folder path was made from (field 'source'), or its run
-    ('run_id'), as config.json records it; None if it records none."""
+    """The checkpoint the export in the folder path was made from (field 'source'), its run ('run_id')
+    or its step ('iter'), as config.json records it; None if it records none."""
     import json
     try:
         with open(os.path.join(path, 'config.json'), encoding='utf-8') as f:
@@ -616,7 +653,7 @@ def no_norm_constants(model):
 
 
 @torch.no_grad()
-def export_hf(model, folded, path, bos=None, eos=None, source=None, run_id=None):
+def export_hf(model, folded, path, bos=None, eos=None, source=None, run_id=None, iter_num=None):
     """
     Write a norm-free model, folded, as a folder transformers loads: an All-TaperLN or FakeLN GPT-2 as
     GPT2LMHeadModel, an All-Taper Llama as LlamaForCausalLM. Both HF classes always run their norms,
@@ -636,15 +673,18 @@ def export_hf(model, folded, path, bos=None, eos=None, source=None, run_id=None)
     check_exportable(model)
     cfg = model.config
     sigma, alpha, bound = no_norm_constants(model)
-    hf, weights, inputs, outputs = (hf_gpt2 if cfg.arch == 'gpt2' else hf_llama)(folded, sigma)
     eot = cfg.eot_token if cfg.eot_token >= 0 else None
+    bos, eos = (eot if bos is None else bos), (eot if eos is None else eos)
+    hf, weights, inputs, outputs = (hf_gpt2 if cfg.arch == 'gpt2' else hf_llama)(folded, sigma, bos, eos)
     for config in (hf.config, hf.generation_config):
-        config.bos_token_id, config.eos_token_id = (eot if bos is None else bos), (eot if eos is None else eos)
+        config.bos_token_id, config.eos_token_id = bos, eos
     record = dict(sigma=sigma, alpha=alpha, bound=bound)
     if source is not None:  # the checkpoint it was exported from: a later export of another run is refused
         record['source'] = os.path.abspath(source)
     if run_id is not None:  # its run (train.py's run_id), which a copied or moved run folder keeps
         record['run_id'] = run_id
+    if iter_num is not None:  # its step: an export of a later one is not replaced by this one's
+        record['iter'] = iter_num
     setattr(hf.config, EXPORT_KEY, record)
     ln_f, final = model.transformer.ln_f, 'transformer.ln_f' if cfg.arch == 'gpt2' else 'model.norm'
     tied = cfg.arch == 'gpt2' or cfg.tied_head  # a tied head reads the embedding, scaled by alpha too
@@ -670,13 +710,15 @@ def export_hf(model, folded, path, bos=None, eos=None, source=None, run_id=None)
     return sigma, alpha, bound
 
 
-def hf_gpt2(folded, sigma):
+def hf_gpt2(folded, sigma, bos=None, eos=None):
+    """(GPT2LMHeadModel of the folded model's shape, its weights, ...), with the tokenizer's bos and eos
+    ids from the start: GPT2Config's own 50256 lies outside a smaller vocabulary, which transformers warns of."""
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = folded.config
     hf = GPT2LMHeadModel(GPT2Config(
         vocab_size=cfg.vocab_size, n_positions=cfg.block_size, n_embd=cfg.n_embd, n_layer=cfg.n_layer,
         n_head=cfg.n_head, layer_norm_epsilon=sigma ** 2, activation_function='gelu_new',
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True))
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True, bos_token_id=bos, eos_token_id=eos))
     ours = folded.state_dict()
     weights = {key: ours[key].t() if key.endswith(HF_CONV1D) else ours[key]
                for key in hf.state_dict() if key in ours and key != 'lm_head.weight'}
@@ -707,7 +749,7 @@ def llama_hf_config(model, eps=None):
         tie_word_embeddings=cfg.tied_head, bos_token_id=eot, eos_token_id=eot)
 
 
-def hf_llama(folded, sigma):
+def hf_llama(folded, sigma, bos=None, eos=None):  # LlamaConfig's own ids (1, 2) fit any vocabulary
     from transformers import LlamaForCausalLM
     cfg = folded.config
     hf = LlamaForCausalLM(llama_hf_config(folded, sigma ** 2))

@@ -30,6 +30,7 @@ under 90% of the GPU's memory.
 
 import ast
 import os
+import shlex
 import sys
 
 try:
@@ -41,7 +42,7 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 
 import torch
 
-from configurator import Flag, configure, flag, joined
+from configurator import Flag, configure, flag, joined, note
 from model import GPT, GPTConfig, SwiGLU
 
 GB = 1e9
@@ -235,8 +236,11 @@ def plan(config, nproc=1, ranks=None):
 
 
 def describe(config, nproc=1, gpu_gb=80, ranks=None):
-    """The plan as a table, ending with whether it fits a GPU of gpu_gb."""
+    """The plan as a table, ending with whether it fits a GPU of gpu_gb (a CPU run: this machine's RAM)."""
     parts = plan(config, nproc, ranks)
+    cpu = config['device'].startswith('cpu')
+    where = "this machine's RAM" if cpu else f"a {gpu_gb} GB GPU"
+    memory = device_bytes('cpu') / GB if cpu else gpu_gb
     autocast = not config['device'].startswith('cpu') and config['dtype'] == 'bfloat16'  # '': a GPU when present
     sharded = nproc > 1 or config['fsdp']
     L = config['n_layer']
@@ -244,7 +248,7 @@ def describe(config, nproc=1, gpu_gb=80, ranks=None):
     checkpointing = 'activation checkpointing' if config['grad_checkpoint'] else 'no activation checkpointing'
     lines = [f"memory plan: {parts['params']:,} parameters, micro-batch {B} x {T}, "
              f"{'bf16 autocast' if autocast else 'float32'}, {checkpointing}, "
-             + (f"per rank of {nproc} under FSDP2" if sharded else "one GPU")]
+             + (f"per rank of {nproc} under FSDP2" if sharded else "one process on the CPU" if cpu else "one GPU")]
     rows = [('weights (fp32)', parts['weights']), ('gradients (fp32)', parts['gradients']),
             ('AdamW exp_avg + exp_avg_sq (fp32)', parts['adamw'])]
     if 'fsdp_gathered' in parts:
@@ -258,12 +262,12 @@ def describe(config, nproc=1, gpu_gb=80, ranks=None):
              ('total', parts['total'])]
     width = max(len(name) for name, _ in rows)
     lines += [f"  {name:<{width}}  {value / GB:8.2f} GB" for name, value in rows]
-    fits = parts['total'] <= FIT_FRACTION * gpu_gb * GB
+    fits = parts['total'] <= FIT_FRACTION * memory * GB
     verdict = 'fits' if fits else 'does NOT fit'
-    lines.append(f"  {verdict} a {gpu_gb} GB GPU ({parts['total'] / (gpu_gb * GB):.0%} of it; "
-                 f"the limit is {FIT_FRACTION:.0%})")
-    if not fits and to_fit(config, nproc, gpu_gb, ranks):
-        lines.append(f"  to fit: {to_fit(config, nproc, gpu_gb, ranks)}")
+    lines.append(f"  {verdict} {where}{f' of {memory:.0f} GB' if cpu else ''} ({parts['total'] / (memory * GB):.0%} of "
+                 f"it; the limit is {FIT_FRACTION:.0%})")
+    if not fits and to_fit(config, nproc, memory, ranks):
+        lines.append(f"  to fit: {to_fit(config, nproc, memory, ranks)}")
     return '\n'.join(lines)
 
 
@@ -410,14 +414,14 @@ def main(argv=None):
     run_dir = folder if folder and os.path.isfile(os.path.join(folder, 'ckpt.pt')) else None
     if run_dir:  # the run's folder, or a checkpoint in it (ckpt.pt, ckpt_folded.pt)
         raise SystemExit(f"init_from={init} is {'a checkpoint of ' if init != run_dir else ''}a run of this repository, "
-                         f"whose config is in its checkpoint: python train.py --init_from=resume --out_dir={run_dir} "
+                         f"whose config is in its checkpoint: python train.py --init_from=resume --out_dir={shlex.quote(run_dir)} "
                          f"--memory_plan")
     if values['init_from'] == 'resume':  # train.py reads a resume's config from its checkpoint
         raise SystemExit(f"memory.py plans from config files and flags; a resume's config is in its checkpoint: "
-                         f"python train.py --init_from=resume --out_dir={values['out_dir']} --memory_plan")
+                         f"python train.py --init_from=resume --out_dir={shlex.quote(values['out_dir'])} --memory_plan")
     if os.path.isfile(os.path.join(values['out_dir'], 'ckpt.pt')) and any(a.startswith('--out_dir') for a in argv):
         print(f"note: this plan is of the config files and flags given, not of the run in {values['out_dir']}: "
-              f"python train.py --init_from=resume --out_dir={values['out_dir']} --memory_plan plans that run")
+              f"python train.py --init_from=resume --out_dir={shlex.quote(values['out_dir'])} --memory_plan plans that run")
     if nproc > 1 and not values['fsdp'] and any(a.startswith('--fsdp=') for a in argv):  # said so, not the default
         raise SystemExit(f"--nproc={nproc} with --fsdp=False asks for a plan of DDP, which keeps every weight and "
                          f"its AdamW state on each rank; memory.py plans FSDP2 over several ranks: drop --fsdp=False, "
@@ -432,7 +436,11 @@ def main(argv=None):
         if len(files) > 1:  # layered, as train.py reads them; a reader who meant a table is told how
             print(f"note: the {len(files)} config files are applied one over another, as train.py reads them, for one "
                   f"plan; --summary plans each apart")
-        print(describe(hf_shaped(checked(resolve(rest), rest), argv), nproc, gpu_gb))
+        config = hf_shaped(checked(resolve(rest), rest), argv)
+        if config['device'].startswith('cpu') and any(a.startswith('--gpu_gb') for a in argv):
+            note("--gpu_gb is a GPU's memory, and this plan is of a run on the CPU (--device=cpu): it is judged "
+                 "against this machine's RAM")
+        print(describe(config, nproc, gpu_gb))
         return
     files = [a for a in rest if not a.startswith('--')]
     flags = [a for a in rest if a.startswith('--')]

@@ -6,12 +6,13 @@ Training curves of several runs as the paper's Figures 1-2 (Sec. 4.1), read from
 writes loss.png (Fig. 1a), logit_norm.png (Fig. 1b) and grad_norms.png (Fig. 2). Runs whose configs
 agree on everything but the seed (and out_dir, data_dir and the flags of one invocation) are seeds
 of one setting: each setting is drawn as the median over seeds with a shaded
-2.5-97.5 percentile band, as in the paper. Settings without a final norm (All-Taper) are dashed.
+2.5-97.5 percentile band, as in the paper. Settings without a final norm (All-Taper, FakeLN) are dashed.
 Train curves are EMA-smoothed per run (--smooth) before the median; val losses are drawn raw.
 """
 import json
 import math
 import os
+import shlex
 import sys
 
 try:
@@ -100,8 +101,8 @@ def load_run(run_dir):
     train, evals = [], []
     if compression(log_path):  # a log compressed to keep, under its own name
         name, unpack, _ = compression(log_path)
-        raise SystemExit(f"{log_path} is {name}-compressed: unpack it in place first (`{unpack} {log_path} > "
-                         f"{log_path}.txt && mv {log_path}.txt {log_path}`).")
+        raise SystemExit(f"{log_path} is {name}-compressed: unpack it in place first (`{unpack} {shlex.quote(log_path)} > "
+                         f"{shlex.quote(log_path + '.txt')} && mv {shlex.quote(log_path + '.txt')} {shlex.quote(log_path)}`).")
     with open(log_path, encoding="utf-8-sig", errors="replace") as f:  # a BOM from a Windows editor
         for n, line in enumerate(f, 1):
             try:
@@ -109,6 +110,10 @@ def load_run(run_dir):
                     continue
                 row = json.loads(line)
             except json.JSONDecodeError:
+                if not line.endswith("\n"):  # the last line (no other lacks its newline), torn by a kill as written
+                    print(f"note: {log_path}'s last line (line {n}) was cut short as it was written (a kill?) and "
+                          f"is left out")
+                    break
                 raise SystemExit(f"{log_path} line {n} is not valid JSON; fix or delete that line.") from None
             problem = row_problem(row)
             if not problem and config["taper"] == "none" and is_number(row.get("gate")) and row["gate"] != 1:
@@ -138,8 +143,20 @@ def load_run(run_dir):
     if not any(is_number(row["loss"]) and math.isfinite(row["loss"]) for row in train):  # null: train.py's NaN
         raise SystemExit(f"{log_path} logs no finite training loss (every row's loss is null or NaN: a run that "
                          f"diverged from its first step?), so it has no curve to draw: pass runs whose loss was finite.")
-    label = TAPER_LABELS[config["taper"]] + AUX_LABELS[config["aux_loss"]]
-    return dict(label=label, taper=config["taper"], train=train, evals=evals, config=config, dir=run_dir)
+    return dict(label=method_label(config), taper=config["taper"], normless=normless(config), train=train,
+                evals=evals, config=config, dir=run_dir)
+
+
+def method_label(config):
+    """The setting's name: FakeLN and DyT by their own names (FakeLN removes every LayerNorm of a run
+    whose taper is 'none'; DyT replaces them), else the taper's; then the scale loss."""
+    base = "FakeLN" if config.get("fakeln") else "DyT" if config.get("norm") == "dyt" else TAPER_LABELS[config["taper"]]
+    return base + AUX_LABELS[config["aux_loss"]]
+
+
+def normless(config):
+    """Whether the run ends without a final norm (All-Taper, FakeLN): drawn dashed, as in the paper."""
+    return config["taper"] == "all" or bool(config.get("fakeln"))
 
 
 def checkpoint_iter(path):
@@ -303,7 +320,7 @@ def plot_metric(ax, groups, key, smooth=0.0):
         if agg is None:
             continue
         steps, median, lo, hi = agg
-        linestyle = "--" if runs[0]["taper"] == "all" else "-"  # no final norm, as in the paper
+        linestyle = "--" if runs[0]["normless"] else "-"  # no final norm, as in the paper
         name = label if len(runs) == 1 else f"{label} ({len(runs)} seeds)"
         ax.plot(steps, median, color=f"C{i}", linestyle=linestyle, linewidth=1.2, label=name)
         if len(runs) > 1:

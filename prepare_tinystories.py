@@ -176,8 +176,9 @@ def longest_block(path, limit=16 << 20, eot=False):
     return longest
 
 
-def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False):
-    """Learn a BPE SentencePiece vocab from the first vocab_docs stories; writes model_file and .vocab."""
+def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False, max_stories=0):
+    """Learn a BPE SentencePiece vocab from the first vocab_docs stories; writes model_file and .vocab.
+    max_stories: the --max_stories that cut the training stories, which a sentence on too little text names."""
     prefix = model_file.removesuffix(".model")
     text_file = prefix + "_train.txt"
     try:
@@ -205,10 +206,13 @@ def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False):
         most = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", reason)
         if most:  # too little text for that many merges: it learns from the first vocab_docs stories
             used = min(vocab_docs, len(train))
+            more = ("raise --vocab_docs" if used == vocab_docs else
+                    f"raise --max_stories (or drop it: 0 keeps every story)" if max_stories and used == max_stories
+                    else "give more text")
+            cut = f"--max_stories={max_stories}" if max_stories and used == max_stories else f"--vocab_docs={vocab_docs}"
             reason = (f"the {used:,} {'story' if used == 1 else 'stories'} it learns from "
-                      f"(--vocab_docs={vocab_docs}) {'holds' if used == 1 else 'hold'} too little text for more "
-                      f"than {most[2]} pieces; " + ("give more text" if used < vocab_docs else "raise --vocab_docs")
-                      + f", or lower --vocab_size to {most[2]}")
+                      f"({cut}) {'holds' if used == 1 else 'hold'} too little text for more "
+                      f"than {most[2]} pieces; {more}, or lower --vocab_size to {most[2]}")
         raise SystemExit(f"SentencePiece could not train a {vocab_size}-piece vocab: {reason}") from None
     finally:
         configurator.discard(text_file)
@@ -433,7 +437,7 @@ def main(argv=None):
         print(f"vocab: skipped, {model_file} exists")
     else:
         try:
-            train_vocab(splits["train"], model_file, args.vocab_size, args.vocab_docs, args.verbose)
+            train_vocab(splits["train"], model_file, args.vocab_size, args.vocab_docs, args.verbose, args.max_stories)
         except BaseException:
             if created and not os.listdir(out_dir):  # a failed first stage leaves no empty folder behind
                 os.rmdir(out_dir)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ScriptServer, SHARED, TINY, run, session_server, word_tokenizer
+from conftest import ScriptServer, SHARED, TINY, gpt2_tokenizer, run, session_server, word_tokenizer
 
 T = [*TINY, '--data_dir={data}', '--out_dir={root}/fresh']           # a valid scratch run, plus one flaw
 R = [*TINY, '--data_dir={data}', '--out_dir={root}/run', '--taper=none', '--aux_loss=none',
@@ -44,6 +44,12 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('missing config file', 'train.py', ['{root}/nofile.py'], 'not found', None),
     ('config file with a syntax error', 'train.py', ['{root}/syntax.py', *T], 'syntax.py, line 2', None),
     ('config file that raises', 'train.py', ['{root}/nameerror.py', *T], 'NameError', None),
+    ("a config file's relative data_dir, meant from the file's folder", 'train.py',
+     ['{root}/cfgsub/relative.py', *TINY, '--out_dir={root}/fresh'], "a path read from the folder you run in", None),
+    ("--mask_eot_targets on TinyStories data, which has no end-of-text token", 'train.py', [*T, '--mask_eot_targets'],
+     "which has none (each story starts with BOS): drop --mask_eot_targets", None),
+    ("a config file that defines train.py's get_lr", 'train.py', ['{root}/own_lr.py', *T],
+     "defines get_lr, which is train.py's own function: a config file sets train.py's flags", None),
     ('batch_size 0', 'train.py', [*T, '--batch_size=0'], 'batch_size=0 must be at least 1', None),
     ('batch_size negative', 'train.py', [*T, '--batch_size=-4'], 'batch_size=-4 must be at least 1', None),
     ('eval_interval 0', 'train.py', [*T, '--eval_interval=0'], 'eval_interval=0 must be at least 1', None),
@@ -329,6 +335,9 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('prepare_tinystories: a vocabulary learned from one story', 'prepare_tinystories.py',
      ['--input_file={root}/small.txt', '--vocab_docs=1', '--out_dir={root}/p14'],
      'the 1 story it learns from (--vocab_docs=1) holds too little text', None),
+    ('prepare_tinystories: --max_stories leaves too little text for the vocabulary', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt', '--max_stories=3', '--vocab_size=2048', '--out_dir={root}/p18'],
+     'the 3 stories it learns from (--max_stories=3) hold too little text for more than', None),
     ('prepare_tinystories: vocab too small', 'prepare_tinystories.py',
      ['--input_file={root}/small.txt', '--vocab_size=260', '--out_dir={root}/p4'],
      'SentencePiece could not train', None),  # datasets' progress lines from loading the text are not printed
@@ -763,6 +772,21 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('fold: --reset_unseen with --export_hf of a model whose export ties its head to the embeddings', 'fold.py',
      ['--out_dir={root}/allrun', '--reset_unseen', '--out=ckpt_reset.pt', '--export_hf={root}/allrun_reset_hf'],
      'reads its head from the input embeddings', None),
+    ('fold: an earlier checkpoint put back as ckpt.pt, beside the fold of a later step', 'fold.py',
+     ['--out_dir={root}/putback'], 'a later step than', None),
+    ('fold: an earlier checkpoint put back, exported over the export of a later step', 'fold.py',
+     ['--out_dir={root}/putback', '--out=ckpt_folded_2.pt', '--export_hf={root}/putback_hf'],
+     'holds the export of iter 8, a later step than', None),
+    ('fold: a folded checkpoint shared alone as ckpt.pt', 'fold.py', ['--out_dir={root}/packaged'],
+     "this model is already folded: sample or score it as it is", None),
+    ('sample: an empty prompt for a tokenizer with neither an end- nor a beginning-of-sequence token', 'sample.py',
+     ['--init_from={root}/llama_noeos', '--device=cpu', '--max_new_tokens=2'], 'give the prompt some text with --start',
+     None),
+    ('plot: a run whose log has a broken line in the middle (a torn last line is only noted)', 'plot.py',
+     ['{root}/badlog', '--out_dir={root}/plbad'], 'line 2 is not valid JSON; fix or delete that line', None),
+    ('evaluate: an OpenWebText folder whose meta.json was copied from a TinyStories folder', 'evaluate.py',
+     ['--init_from={root}/hf', '--data_dir={root}/owtmeta'], "train tokens, but train.bin beside it holds 2,000: the "
+     "meta.json is another folder's", None),
     # checkpoints that cannot be what they claim
     ('a folded checkpoint resumed as ckpt.pt', 'train.py', ['--init_from=resume', '--out_dir={root}/foldasckpt'],
      'is a folded checkpoint', None),
@@ -797,6 +821,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'holds the byte 0xE9, which is not UTF-8', None),
     ('a config file named under Latin-1', 'train.py', ['{root}/caf\udce9.py', *T], 'holds the byte 0xE9', None),
     ('a choice typed with a Greek letter', 'train.py', [*T, '--taper=\u03bfne'], 'U+03BF, GREEK SMALL LETTER OMICRON', None),
+    ('a run into the home folder itself (--out_dir=~, meant ~/runs/...)', 'train.py',
+     [*TINY, '--data_dir={data}', '--out_dir=~'], 'is your home folder itself, where the outputs would lie among your '
+     'own files', {'HOME': '{root}'}),
+    ('prepare_owt: the file system root as out_dir', 'prepare_owt.py', [OWT[0], '--out_dir=/'], "is the file system's root",
+     None),
     ('a data folder under ~ that is not there (~ read as the home folder)', 'train.py',
      [*TINY, '--data_dir=~/nodata', '--out_dir={root}/fresh'], 'nodata/train.bin not found: prepare the data with '
      '`python prepare_tinystories.py --vocab_size=512 --out_dir=/', {'HOME': '{root}'}),
@@ -1257,6 +1286,12 @@ def make_workspace(root, data_dir):
     run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/allrun', '--taper=all', '--max_iters=8',
         '--warmup_iters=2', '--taper_start=2', '--taper_end=6', '--lr_decay_iters=8', '--eval_interval=4')
     run('fold.py', f'--out_dir={root}/allrun', f'--export_hf={root}/allrun_hf')  # a TinyStories model as HF
+    shutil.copytree(f'{root}/allrun', f'{root}/putback')  # its ckpt.pt then replaced by an earlier step's
+    shutil.copytree(f'{root}/allrun_hf', f'{root}/putback_hf')
+    earlier = torch.load(f'{root}/putback/ckpt.pt', weights_only=True)
+    os.makedirs(f'{root}/packaged')  # a folded checkpoint shared alone, under the name ckpt.pt
+    shutil.copy(f'{root}/allrun/ckpt_folded.pt', f'{root}/packaged/ckpt.pt')
+    torch.save(earlier | {'iter_num': earlier['iter_num'] - 4}, f'{root}/putback/ckpt.pt')
     os.makedirs(f'{root}/nanrun')
     ckpt = torch.load(f'{root}/trun/ckpt.pt', weights_only=True)
     ckpt['model']['transformer.h.0.mlp.w1.weight'] *= float('nan')
@@ -1266,6 +1301,9 @@ def make_workspace(root, data_dir):
     lines = open(f'{root}/badlog/log.jsonl').read().splitlines()
     lines[1] = lines[1][:10]
     open(f'{root}/badlog/log.jsonl', 'w').write('\n'.join(lines) + '\n')
+    shutil.copytree(f'{root}/run', f'{root}/tornlog')  # its log's last line cut short by a kill as it was written
+    whole = open(f'{root}/tornlog/log.jsonl').read()
+    open(f'{root}/tornlog/log.jsonl', 'w').write(whole[:len(whole) - 20])
     os.makedirs(f'{root}/junk')
     open(f'{root}/junk/ckpt.pt', 'wb').write(b'not a checkpoint')
     train = np.fromfile(f'{data_dir}/train.bin', dtype=np.uint16)
@@ -1312,6 +1350,10 @@ def make_workspace(root, data_dir):
     open(f'{root}/pile_big.jsonl', 'w').write('{"input_ids": [464, 70000]}\n')
     word_tokenizer(f'{root}/words', 10)
     open(f'{root}/badtype.py', 'w').write("batch_size = 'big'\n")
+    os.makedirs(f'{root}/cfgsub')  # a config file naming its data relative to its own folder (../shortval)
+    open(f'{root}/cfgsub/relative.py', 'w').write("data_dir = '../shortval'\n")
+    open(f'{root}/own_lr.py', 'w').write("def get_lr(it):  # a constant learning rate, nanoGPT-style\n    return 1e-3\n")
+    open(f'{root}/helper_fn.py', 'w').write("def width(d):\n    return 4 * d\n\n\nmlp_hidden = width(32)\n")
     open(f'{root}/badkey.py', 'w').write("learning_rat = 1e-3\n")
     open(f'{root}/gpt2_gqa.py', 'w').write("arch = 'gpt2'\nnorm = 'layernorm'\nn_kv_head = 2\n")
     open(f'{root}/badrange.py', 'w').write("n_layer = 0\n")
@@ -1354,6 +1396,8 @@ def make_workspace(root, data_dir):
         rows = open(f'{root}/{name}/log.jsonl').read().splitlines()
         open(f'{root}/{name}/log.jsonl', 'w').write('\n'.join(edit(rows)) + '\n')
     shutil.copytree(f'{root}/owt', f'{root}/owtshort')  # a val.bin cut short of one chunk
+    shutil.copytree(f'{root}/owt', f'{root}/owtmeta')  # its meta.json replaced by a TinyStories folder's
+    shutil.copy(f'{data_dir}/meta.json', f'{root}/owtmeta/meta.json')
     shutil.copytree(f'{root}/owt', f'{root}/owtstray')  # prepared without the Pile sets, then one copied in
     json.dump(json.load(open(f'{root}/owt/meta.json')) | {'train_tokens': 2000, 'val_tokens': 2000},
               open(f'{root}/owtstray/meta.json', 'w'))
@@ -1508,6 +1552,8 @@ def make_workspace(root, data_dir):
     llama = dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4)
     LlamaForCausalLM(LlamaConfig(**llama, num_key_value_heads=2)).save_pretrained(f'{root}/llama')
     LlamaForCausalLM(LlamaConfig(**llama)).save_pretrained(f'{root}/llama_mha')  # a key/value head per query head
+    shutil.copytree(f'{root}/llama', f'{root}/llama_noeos')  # a tokenizer with no special token, nor BOS framing
+    word_tokenizer(f'{root}/llama_noeos', 500, eos=False, framed=False)
     for name, change in (('llama_ropestr', {'rope_parameters': {'rope_theta': '10000.0', 'rope_type': 'default'}}),
                          ('llama_heads3', {'num_attention_heads': 3})):  # config.json edited by hand
         shutil.copytree(f'{root}/llama', f'{root}/{name}')
@@ -1729,6 +1775,7 @@ def make_workspace(root, data_dir):
     hc = json.load(open(f'{root}/gpt2export/config.json'))
     hc.update(layer_norm_epsilon=1.0, tapernorm_export=dict(sigma=1.0, alpha=1.0, bound=1e-6, source=f'{root}/gpt2ft/ckpt.pt'))
     json.dump(hc, open(f'{root}/gpt2export/config.json', 'w'))
+    gpt2_tokenizer(f'{root}/gpt2export')  # GPT-2's tokenizer travels with the export, as fold.py writes it
     shutil.copytree(f'{root}/run', f'{root}/emptylog')  # a finished run whose log was emptied
     open(f'{root}/emptylog/log.jsonl', 'w').close()
 
@@ -1858,9 +1905,12 @@ ACCEPTED = [  # (case, script, arguments, environment)
     ('sample: a prompt that begins with @', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=@everyone',
                                                            '--max_new_tokens=2'], None),
     ('a config file saved with a byte-order mark', 'train.py', ['{root}/bom.py', *T, '--memory_plan'], None),
+    ('a config file with a helper function of its own', 'train.py', ['{root}/helper_fn.py', *T, '--memory_plan'], None),
     ('sample: a prompt file named with ~ after FILE:', 'sample.py', ['--out_dir={root}/run', '--device=cpu',
                                                                     '--start=FILE:~/prompt.txt', '--max_new_tokens=4'],
      {'HOME': '{root}'}),
+    ("plot: a run whose log's last line a kill cut short (left out, with a note)", 'plot.py',
+     ['{root}/tornlog', '--out_dir={root}/pltorn'], None),
     ("plot: a run whose config.json was removed (its checkpoint holds the config)", 'plot.py',
      ['{root}/nocfg', '--out_dir={root}/plnocfg'], None),
     ('plot: a run whose config.json is cut short (its checkpoint holds the config)', 'plot.py',

@@ -46,6 +46,9 @@ def test_steps_run_the_scripts_and_a_failure_does_not_stop_the_rest(tmp_path):
     # every script now runs out of time: both steps fail, are recorded, and the others' results stay
     proc = gpu_check('--device=cpu', f'--out_dir={tmp_path}', '--only=train_eager,fold_alltaper', '--timeout=1')
     assert proc.returncode == 1 and 'failed: train_eager, fold_alltaper' in proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]  # one sentence, the first failure's own
+    assert len(lines) == 1 and lines[0].startswith('2 of 5 steps failed, first train_eager: `train.py` ran past '
+                                                   '--timeout=1 s and was stopped: raise --timeout'), proc.stderr
     again = {r['step']: r for r in json.load(open(tmp_path / 'report.json'))['steps']}
     assert list(again) == steps.split(',')
     assert [s for s, r in again.items() if not r['ok']] == ['train_eager', 'fold_alltaper']

@@ -5,6 +5,7 @@ multi-query attention, a tied or untied head, a non-default rope_theta, Llama-3'
 biases. transformers' own LlamaForCausalLM is the reference throughout.
 """
 import copy
+import json
 import math
 import os
 
@@ -150,6 +151,53 @@ def test_what_the_model_cannot_compute_is_refused_by_name(tmp_path, fields, fiel
                          num_attention_heads=4, **fields)
     config.save_pretrained(tmp_path)  # the refusal comes from the config, before any weight is read
     with pytest.raises(ValueError, match=field) as e:
+        from_pretrained(tmp_path)
+    assert str(e.value).count('\n') == 0
+
+
+@pytest.mark.parametrize('name', ['silu', 'swish', 'gelu_new', 'gelu_pytorch_tanh', 'gelu_python_tanh',
+                                  'gelu_fast', 'gelu_accurate'])
+def test_an_activation_named_by_another_of_its_names_loads_and_matches_transformers(tmp_path, name):
+    """transformers computes SwiGLU's SiLU gate under 'silu' and 'swish', and GPT-2's tanh GELU under
+    'gelu_new' and four other names. A config with any of them is the model this repository computes:
+    it loads, and its logits are transformers' own model's with that config (the reference), in float64
+    (to float32's rounding for the Llama, whose RoPE tables both compute in float32).
+    Every other name stays refused (a GELU without tanh differs by 5e-4)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    if name in ('silu', 'swish'):
+        hf = write_llama(tmp_path, hidden_act=name).double()
+    else:
+        torch.manual_seed(0)
+        hf = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                                        activation_function=name)).eval()
+        hf.save_pretrained(tmp_path)
+        hf = hf.double()
+    model = from_pretrained(tmp_path).double().eval()
+    idx = tokens(T=32)
+    with torch.no_grad():
+        ref = hf(idx).logits
+        # float64 throughout for GPT-2; RoPE's tables are float32 in both Llamas
+        assert (model(idx)[0] - ref).abs().max() <= (1e-5 if name in ('silu', 'swish') else 1e-10) * ref.abs().max()
+    wrong = 'gelu' if name not in ('silu', 'swish') else 'gelu_new'  # the exact GELU; a GELU for the gate
+    config = json.load(open(tmp_path / 'config.json'))
+    config['activation_function' if 'activation_function' in config else 'hidden_act'] = wrong
+    json.dump(config, open(tmp_path / 'config.json', 'w'))
+    with pytest.raises(ValueError, match='which this model cannot compute'):
+        from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize('field', ['original_max_position_embeddings', 'factor'])
+def test_a_llama3_rope_scaling_missing_a_field_is_refused_by_name(tmp_path, field):
+    """Llama-3's RoPE scaling needs all four of its fields; transformers fills a lacking
+    original_max_position_embeddings in from max_position_embeddings (another model, with a warning per
+    read). A config.json edited to lack one is refused by name before transformers reads it."""
+    write_llama(tmp_path, **LLAMAS['llama3-rope'])
+    from_pretrained(tmp_path)  # as saved: it loads
+    config = json.load(open(tmp_path / 'config.json'))
+    rope = config.get('rope_parameters') or config['rope_scaling']
+    del rope[field]
+    json.dump(config, open(tmp_path / 'config.json', 'w'))
+    with pytest.raises(ValueError, match=f"without {field}, which that scaling needs") as e:
         from_pretrained(tmp_path)
     assert str(e.value).count('\n') == 0
 

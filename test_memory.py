@@ -224,6 +224,21 @@ def test_two_config_files_are_layered_as_train_py_reads_them_and_said():
     assert 'config files' not in run('memory.py', 'config/finetune_gpt2_m_alltaper.py').stdout
 
 
+def test_a_cpu_run_is_planned_against_this_machines_ram():
+    """A run on the CPU (--device=cpu) holds its state in RAM: its plan says so and is judged against this
+    machine's physical memory (the reference: the system's page size times its pages), not a GPU's
+    --gpu_gb, which is noted as unused."""
+    import os
+    import re
+    out = run('memory.py', 'config/finetune_gpt2_s_alltaper.py', '--device=cpu', '--gpu_gb=4').stdout
+    assert out.startswith("note: --gpu_gb is a GPU's memory, and this plan is of a run on the CPU")
+    assert 'one process on the CPU' in out and 'GB GPU' not in out
+    ram = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 1e9
+    total, share = re.search(r'total\s+([\d.]+) GB\n  (?:fits|does NOT fit) this machine\'s RAM of \d+ GB \((\d+)% of it',
+                             out).groups()
+    assert abs(int(share) - 100 * float(total) / ram) <= 1
+
+
 def test_a_run_folder_given_to_memory_py_is_said_not_planned(tmp_path):
     """memory.py plans config files and flags; an --out_dir that holds a run is not read, and it says so,
     with the command that plans that run."""

@@ -506,7 +506,8 @@ def test_a_reproduction_stopped_before_training_says_what_it_was_doing(tmp_path)
 
 def test_one_fold_at_a_time_folds_a_checkpoint(data_dir, tmp_path):
     """A fold.py beside another one folding the same checkpoint stops with one sentence before it writes
-    (both would write the same staging file; the loser blamed permissions)."""
+    (both would write the same staging file; the loser blamed permissions). Its staging names are its
+    own: a user's folder 'export.tmp' beside the export 'export' is left alone."""
     import fcntl
     out = tmp_path / 'run'
     run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--taper=all')
@@ -522,7 +523,9 @@ def test_one_fold_at_a_time_folds_a_checkpoint(data_dir, tmp_path):
     assert {f.name: f.read_bytes() for f in out.iterdir()} == before
     run('fold.py', f'--out_dir={out}')  # once the other has ended
     export = tmp_path / 'export'
-    staging = tmp_path / 'export.tmp'  # the other fold, exporting into the same folder
+    (tmp_path / 'export.tmp').mkdir()  # the user's own folder, of the name a staging folder once had
+    (tmp_path / 'export.tmp' / 'notes.txt').write_text('mine')
+    staging = tmp_path / '.export.fold-tmp'  # the other fold, exporting into the same folder
     staging.mkdir()
     (staging / 'config.json').write_text('{"model_type": "llama"}')
     fd = os.open(staging, os.O_RDONLY)
@@ -536,6 +539,8 @@ def test_one_fold_at_a_time_folds_a_checkpoint(data_dir, tmp_path):
     assert (staging / 'config.json').read_text() == '{"model_type": "llama"}' and not export.exists()
     shutil.rmtree(staging)
     run('fold.py', f'--out_dir={out}', '--out=ckpt_folded_2.pt', f'--export_hf={export}')
+    assert (tmp_path / 'export.tmp' / 'notes.txt').read_text() == 'mine'  # a user's folder, never taken for staging
+    assert sorted(f.name for f in tmp_path.iterdir()) == ['export', 'export.tmp', 'run']  # no staging left
     (export / 'notes.txt').write_text('the user\'s, put there since')  # an export folder is never replaced with it
     before = {f.name: f.read_bytes() for f in export.iterdir()}
     proc = run('fold.py', f'--out_dir={out}', '--out=ckpt_folded_2.pt', f'--export_hf={export}', check=False)

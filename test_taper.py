@@ -822,6 +822,21 @@ def test_baroni_aux_loss_value_and_gradient_through_the_forward():
     assert abs(paper(with_first) - value) > 0.02 * value and abs(paper(with_eot) - value) > 0.02 * value
 
 
+def test_a_scratch_run_takes_its_end_of_text_id_from_its_data(tmp_path):
+    """Baroni's aux loss leaves end-of-text positions out of sigma_hat (the test above); a model trained
+    from scratch takes that id from its data's meta.json (prepare_owt.py's eot_token), as a fine-tune
+    takes its tokenizer's, so that the loss does leave them out. Data without one (TinyStories) has none."""
+    import json
+    np.random.default_rng(0).integers(0, 64, 4096).astype(np.uint16).tofile(tmp_path / 'train.bin')
+    (tmp_path / 'val.bin').write_bytes((tmp_path / 'train.bin').read_bytes())
+    common = ['--device=cpu', '--vocab_size=64', '--n_layer=1', '--n_head=2', '--n_embd=16', '--block_size=16',
+              '--batch_size=2', '--eval_iters=1', '--arch=gpt2', '--norm=layernorm', '--taper=none',
+              '--aux_loss=baroni', f'--data_dir={tmp_path}', f'--out_dir={tmp_path / "out"}', '--eval_only']
+    for meta, eot in ((dict(vocab_size=64, eot_token=63), 63), (dict(vocab_size=64), -1)):
+        (tmp_path / 'meta.json').write_text(json.dumps(meta))
+        assert train_namespace(*common)['model'].config.eot_token == eot
+
+
 def test_decay_fakeln_weight_decays_fakelns_gamma_as_baronis_trainer_does():
     """Baroni et al.'s HF Trainer (transformers 4.48) decays every parameter except nn.LayerNorm members
     and names holding "bias"; their FakeLN is no nn.LayerNorm, so its gamma decays. With

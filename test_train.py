@@ -303,6 +303,29 @@ def test_config_files_parse_and_read_like_the_paper():
                 assert (cfg['taper_start'], cfg['taper_end']) == (n // 20, n)
 
 
+def test_a_gpt2_layout_export_of_a_small_vocabulary_carries_its_tokenizers_ids_without_warnings(data_dir, tmp_path):
+    """An All-TaperLN GPT-2-layout model trained from scratch on TinyStories (512 pieces) exports with its
+    SentencePiece tokenizer's BOS and EOS ids (1 and 2, from the data's meta.json) in the HF config, and
+    prints nothing on stderr: GPT2Config's own 50256 never enters a 512-token model (transformers warns).
+    Without its tokenizer files, the export is not taken for GPT-2's own tokens."""
+    out = tmp_path / 'run'
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--arch=gpt2', '--norm=layernorm',
+        '--taper=all', '--max_iters=8', '--warmup_iters=2', '--taper_start=2', '--taper_end=6', '--lr_decay_iters=8',
+        '--eval_interval=4')
+    proc = run('fold.py', f'--out_dir={out}', f"--export_hf={tmp_path / 'hf'}", fresh=True)
+    assert proc.stderr.strip() == '', proc.stderr
+    meta = json.load(open(data_dir / 'meta.json'))
+    config = json.load(open(tmp_path / 'hf' / 'config.json'))
+    assert (config['bos_token_id'], config['eos_token_id']) == (meta['bos_id'], meta['eos_id']) == (1, 2)
+    for name in os.listdir(tmp_path / 'hf'):  # its tokenizer lost: GPT-2's own BPE cannot stand in for 512 pieces
+        if name.startswith('tokenizer') or name == 'special_tokens_map.json':
+            os.remove(tmp_path / 'hf' / name)
+    proc = run('sample.py', f"--init_from={tmp_path / 'hf'}", '--device=cpu', '--max_new_tokens=2', check=False)
+    assert proc.returncode == 1 and proc.stderr.count('\n') == 1 and \
+        "is an export of a run trained on its own 512-token vocabulary, and holds none of its tokenizer files" \
+        in proc.stderr, proc.stderr
+
+
 def test_plot_makes_the_papers_figures(runs, tmp_path):
     import plot
     written = plot.main([str(runs / name) for name in SETTINGS] + ['--out_dir', str(tmp_path)])
@@ -327,6 +350,27 @@ def test_plot_keeps_every_val_loss_after_the_first_tenth_inside_the_loss_axes(ru
     shown = [r['val_loss'] for r in rows if 'val_loss' in r and r['iter'] >= 0.1 * last]
     lo, hi = limits['loss.png']
     assert shown and all(lo <= v <= hi for v in shown), (lo, hi, shown)
+
+
+def test_plot_names_fakeln_and_dyt_runs_by_their_method(runs, tmp_path, monkeypatch):
+    """A FakeLN fine-tune (taper 'none', every LayerNorm removed) is named FakeLN and drawn dashed, as
+    a run without a final norm; a DyT run is named DyT and drawn solid; neither is called Baseline. The
+    runs here are the tiny Baseline's logs under those configs (config.json alone: no checkpoint)."""
+    import plot
+    for k, (name, change) in enumerate((('fakeln', dict(fakeln=True, aux_loss='baroni', arch='gpt2', norm='layernorm')),
+                                        ('dyt', dict(norm='dyt')))):
+        os.makedirs(tmp_path / name)
+        rows = [json.loads(line) for line in open(runs / 'baseline' / 'log.jsonl')]  # another run's curve
+        (tmp_path / name / 'log.jsonl').write_text(''.join(json.dumps(r | {'loss': r['loss'] + 0.01 * (k + 1)}) + '\n'
+                                                           for r in rows))
+        config = json.load(open(runs / 'baseline' / 'config.json')) | change
+        json.dump(config, open(tmp_path / name / 'config.json', 'w'))
+    lines = {}
+    monkeypatch.setattr(plot, 'save', lambda fig, out_dir, name: lines.setdefault(
+        name, {l.get_label(): l.get_linestyle() for l in fig.axes[0].get_lines() if l.get_label()[0] not in '_v'}))
+    plot.main([str(runs / 'baseline'), str(tmp_path / 'fakeln'), str(tmp_path / 'dyt'), str(runs / 'all_aux'),
+               '--out_dir', str(tmp_path / 'figs')])
+    assert lines['loss.png'] == {'Baseline': '-', 'FakeLN (+Baroni aux)': '--', 'DyT': '-', 'All-Taper (+aux)': '--'}
 
 
 def test_plot_draws_an_infinite_loss_as_a_gap_without_warnings(runs, tmp_path):

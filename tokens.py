@@ -102,6 +102,20 @@ def read_meta(data_dir):
     return meta
 
 
+def meta_mismatch(data_dir, meta):
+    """One sentence when meta.json's token counts (prepare writes them last) are not the token files beside
+    it: a meta.json copied in from another folder describes other tokens. None when they agree, or when it
+    records no counts."""
+    itemsize = np.dtype(meta.get('dtype', 'uint16')).itemsize if meta.get('dtype') in ('uint16', 'uint32') else 2
+    for split in ('train', 'val'):
+        count, path = meta.get(f'{split}_tokens'), os.path.join(data_dir, f'{split}.bin')
+        if isinstance(count, int) and os.path.isfile(path) and os.path.getsize(path) != count * itemsize:
+            return (f"{data_dir}/meta.json counts {count:,} {split} tokens, but {split}.bin beside it holds "
+                    f"{os.path.getsize(path) // itemsize:,}: the meta.json is another folder's (copied in?), or the "
+                    f"tokens were written since; prepare the folder again")
+    return None
+
+
 def pieces(model_file):
     """The vocabulary size of the SentencePiece model at model_file, or None when there is none to read:
     the size a data folder was prepared at, whatever its meta.json or a run says."""
@@ -433,10 +447,17 @@ def load_tokenizer(ref):
             raise SystemExit("the checkpoint carries a damaged HF tokenizer: retrain on data prepared by "
                              "prepare_owt.py --tokenizer") from None
         # The tokenizer's own framing (e.g. Llama's BOS), as each training document had; an empty
-        # prompt without one starts after a document separator. Special tokens are printed, as
-        # transformers' decode does.
-        return ((lambda text: tok.encode(text).ids or [ref['eos_id']]),
-                lambda ids: tok.decode(ids, skip_special_tokens=False))
+        # prompt without one starts after a document separator (or at a beginning-of-sequence token, for a
+        # tokenizer without the separator). Special tokens are printed, as transformers' decode does.
+        first = next((ref.get(k) for k in ('eos_id', 'bos_id') if isinstance(ref.get(k), int)), None)
+
+        def encode(text):
+            ids = tok.encode(text).ids
+            if not ids and first is None:
+                raise SystemExit("an empty prompt starts after an end-of-sequence token, and this tokenizer has "
+                                 "none (nor a beginning-of-sequence token): give the prompt some text with --start")
+            return ids or [first]
+        return encode, lambda ids: tok.decode(ids, skip_special_tokens=False)
     if ref.get('kind') != 'tiktoken':
         raise SystemExit(f"the checkpoint names a tokenizer of kind {ref.get('kind')!r}, which this repository does "
                          f"not write: retrain on data prepared by prepare_tinystories.py or prepare_owt.py")

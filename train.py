@@ -668,6 +668,14 @@ def token_file(split):
                  + (f" (its checkpoint names {held})" if held and held != data_dir else ""))
         if inner_data(data_dir, split, vocab_size):  # data/ for data/tinystories512
             fail(f"{e}: {inner_data(data_dir, split, vocab_size)}")
+        beside = [f for f in reversed(files) if not os.path.isabs(data_dir) and 'data_dir' not in flagged
+                  and 'data_dir' in memory.assigned(f)
+                  and os.path.isfile(os.path.join(os.path.dirname(f), data_dir, f'{split}.bin'))]
+        if beside:  # a config file's relative data_dir, meant from the file's folder
+            there = os.path.normpath(os.path.join(os.path.abspath(os.path.dirname(beside[0])), data_dir))
+            fail(f"{e}: {beside[0]} sets data_dir={data_dir!r}, a path read from the folder you run in "
+                 f"({os.getcwd()}), not from the config file's; the data it names from there is {there}: pass "
+                 f"--data_dir={shlex.quote(there)}, or write that path in {beside[0]}")
         parent = os.path.dirname(os.path.normpath(data_dir))
         if all(os.path.isfile(os.path.join(parent, f)) for f in ('meta.json', f'{split}.bin')):  # its tokenizer/
             fail(f"{e}: {data_dir} lies inside the data folder {parent}, which holds the tokens: pass "
@@ -744,8 +752,12 @@ if init_from not in ('scratch', 'resume'):  # an HF model reads the tokens of it
         fail(f"{data_dir} holds tokens of another tokenizer than {init_from}'s: prepare the data in the model's "
              f"tokens (`python prepare_owt.py` for GPT-2, `--tokenizer={init_from}` for another model)")
 if mask_eot_targets and 'eot_token' not in meta:  # after the tokenizer: data in another one's tokens says so first
-    fail(f"mask_eot_targets needs the end-of-text id from {meta_path}: prepare the data with "
-         f"`python prepare_owt.py` or set --mask_eot_targets=False")
+    if meta.get('tokenizer', 'sentencepiece') == 'sentencepiece':  # TinyStories: stories start with BOS, no separator
+        fail(f"mask_eot_targets leaves out the end-of-text token that prepare_owt.py puts after each document, and "
+             f"{data_dir} is prepare_tinystories.py's data, which has none (each story starts with BOS): drop "
+             f"--mask_eot_targets")
+    fail(f"mask_eot_targets needs the end-of-text id from {meta_path}, which names none: prepare the data with "
+         f"prepare_owt.py (which records it), or drop --mask_eot_targets")
 
 
 def windows(split, ix):
@@ -847,8 +859,8 @@ model_args = dict(arch=arch, block_size=block_size, vocab_size=vocab_size, n_lay
 iter_num = 0
 checkpoint = None
 last_saved = None  # the iteration of the checkpoint on disk that this run may fall back to
-if init_from == 'scratch':
-    model = GPT(GPTConfig(**model_args))  # its settings were checked up front
+if init_from == 'scratch':  # its settings were checked up front; the end-of-text id, Baroni's loss leaves out, is the data's
+    model = GPT(GPTConfig(**model_args, eot_token=meta['eot_token'] if isinstance(meta.get('eot_token'), int) else -1))
 elif init_from == 'resume':
     try:
         checkpoint = load_checkpoint(ckpt_path, device)
