@@ -167,7 +167,8 @@ def run(*args, allow_divergence=False, progress='', threads=None):
             lines.append(line)
             if progress and line.startswith('iter '):
                 print(f"  {progress}: {line.rstrip()}", flush=True)
-            elif line.startswith(('note:', 'warning:')) and line not in ECHOED:  # a script's word on its inputs
+            elif line.startswith(('note:', 'warning:')) and line not in ECHOED and 'has no effect in this run' not in line:
+                # a script's word on its inputs (the flags after -- go to every setting: a Baseline ignores the taper's)
                 ECHOED.add(line)
                 print(f"  {args[0]} {line.rstrip()}", flush=True)
         err = proc.stderr.read()

@@ -772,6 +772,7 @@ def test_reproduce_script_end_to_end(tmp_path, capsys):
     assert '[2/5] Internal-Taper (+aux), seed' in out  # progress, setting by setting
     # train.py's note on the schedule (the decay runs past max_iters) reaches the user, once for all eight runs
     assert out.count('train.py note: the cosine decay runs to lr_decay_iters=30, past max_iters=24') == 1, out
+    assert 'has no effect in this run' not in out  # the taper flags after --, which the Baseline runs ignore
     seeds_trained = {name: len(row['val_ce']) for name, row in results['settings'].items()}
     assert seeds_trained == {'baseline': 2, 'internal': 2, 'all': 2, 'all-noaux': 1, 'all-notail': 1}  # ablations: seed 1
     assert results['settings']['baseline']['clean_mean_std'] is not None and '| All-Taper (no aux) (1 seed) |' in out
