@@ -529,7 +529,7 @@ def checked_path(key, path, write=True):
     if any(c in path for c in '\r\n\t') or path != path.rstrip():
         raise FlagError(f"{key}={path!r} ends in or holds a space, tab or line break (a config file saved with "
                         f"Windows line ends?): name the folder without it")
-    if repository_folder(path):
+    if repository_folder(path, assets=key != 'assets'):  # reproduce.py --assets=assets refreshes the README's results
         raise FlagError(f"{key}={path} is {repository_folder(path)}, where the outputs would lie among its files: "
                         f"name a folder for them, e.g. --{key}=out")
     whose = {os.path.realpath(os.path.expanduser('~')): 'your home folder itself',
@@ -552,13 +552,17 @@ def checked_path(key, path, write=True):
 REPOSITORY_FOLDERS = ('config', 'docs', '.ci', '.git')
 
 
-def repository_folder(folder):
+def repository_folder(folder, assets=True):
     """"the repository's own folder" (or its config/ folder, ...) when folder is one that holds the
-    repository's files, which no script writes its outputs into; else None."""
+    repository's files, which no script writes its outputs into; else None. assets=False leaves out
+    assets/ and the folders in it, the committed results, which only reproduce.py --assets rewrites."""
     if os.path.abspath(folder) == HERE:
         return "the repository's own folder"
     if os.path.realpath(folder) in {os.path.join(HERE, f) for f in REPOSITORY_FOLDERS}:
         return f"the repository's {os.path.basename(os.path.realpath(folder))}/ folder"
+    committed = os.path.join(HERE, 'assets')
+    if assets and (os.path.realpath(folder) + os.sep).startswith(committed + os.sep):
+        return f"the repository's {os.path.relpath(os.path.realpath(folder), HERE)}/ folder (its committed results)"
     return None
 
 

@@ -21,6 +21,7 @@ reads as a number and not as float32's overflow. The last line is JSON.
 import json
 import math
 import os
+import shlex
 import sys
 
 try:
@@ -37,8 +38,8 @@ import torch.nn.functional as F
 from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags, repository_folder
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    replaced_run, run_checkpoint, taper_note)
-from tokens import (data_tokenizer, inner_data, load_tokenizer, open_tokens, other_tokens, prepare_command, read_meta,
-                    same_tokenizer)
+from tokens import (data_tokenizer, inner_data, load_tokenizer, open_tokens, other_tokens, prepare_command, raw_text,
+                    read_meta, same_tokenizer)
 
 
 SPLITS = ('val', 'train', 'pile', 'pile_filtered')  # what prepare_tinystories.py and prepare_owt.py write
@@ -372,6 +373,11 @@ def main(argv=None):
     data_dir = args.data_dir or (ckpt.get('config') or {}).get('data_dir')
     if not data_dir:
         fail(f"{path} names no data folder: pass --data_dir, the folder the run was trained on")
+    own = (ckpt.get('config') or {}).get('data_dir')
+    if args.data_dir and ' holds text (' in (raw_text(args.data_dir) or '') and isinstance(own, str) and os.path.isfile(
+            os.path.join(own, f'{args.split}.bin')):  # the run's text: a new prepare would be another tokenizer
+        fail(f"{args.data_dir} holds text, not tokens, and a prepare of it would learn another tokenizer than the "
+             f"run's: pass the run's own --data_dir={shlex.quote(own)} (or drop --data_dir, which reads it)")
     data = tokens_of(data_dir, args.split, ckpt.get('tokenizer'))
     try:
         theirs = data_tokenizer(data_dir, read_meta(data_dir), model.config.arch)

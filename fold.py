@@ -15,6 +15,7 @@ embedding. The arithmetic runs in float64.
 import copy
 import fcntl
 import os
+import shlex
 import shutil
 import sys
 from dataclasses import asdict, replace
@@ -30,7 +31,7 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 import numpy as np
 import torch
 
-from configurator import FlagError, cannot_write, discard, flag, locked, parse_flags, write_failure, write_remedy
+from configurator import HERE, FlagError, cannot_write, discard, flag, locked, parse_flags, write_failure, write_remedy
 from diagnose import train_counts
 from model import GPT, FakeLN, LayerNorm, broken_link, load_checkpoint, missing_hint, mixed_run_note, run_checkpoint
 from tokens import open_tokens, read_meta
@@ -321,6 +322,10 @@ def check_outputs(args, path):
     if why:
         fail(f"{why}: choose an --out_dir or --out you may write")
     hf_dir = args.export_hf
+    if hf_dir is not None and os.path.islink(os.path.normpath(hf_dir)):  # an export replaces its folder whole
+        fail(f"export_hf={hf_dir} is a symbolic link (to {os.readlink(os.path.normpath(hf_dir))}), and an export "
+             f"replaces its folder whole, which would replace the link: name the folder itself, e.g. "
+             f"--export_hf={shlex.quote(os.path.realpath(hf_dir))}")
     if hf_dir is not None:
         from hf import export_source, is_export
         run_dir = os.path.dirname(os.path.abspath(path))
@@ -516,6 +521,12 @@ def main(argv=None):
                  f"input rows would change every output logit; only a folded All-Taper or FakeLN model has a "
                  f"head of its own: drop --reset_unseen")
         counts = train_counts(data_dir, model.config.vocab_size)
+        if counts is None and isinstance(data_dir, str) and not os.path.isabs(data_dir):  # read from the folder run in
+            started = [d for d in (os.path.dirname(os.path.dirname(os.path.abspath(path))), HERE)
+                       if os.path.isfile(os.path.join(d, data_dir, 'train.bin'))]
+            fail(f"cannot reset unseen embeddings: the run's data_dir ({data_dir}) is relative to the folder the run "
+                 f"was started in, and {os.getcwd()} holds no {os.path.join(data_dir, 'train.bin')}: run fold.py from "
+                 + (f"{started[0]} (where it is)" if started else "that folder") + ", or drop --reset_unseen")
         if counts is None:
             fail(f"cannot reset unseen embeddings: no train.bin in the run's data_dir ({data_dir}): prepare "
                  f"it again there, or drop --reset_unseen")

@@ -94,6 +94,13 @@ def local_mistake(name_or_dir):
         return (f"{name_or_dir} holds a PEFT adapter (adapter_config.json), not a whole model: merge it into its "
                 f"base model{f' ({base})' if base else ''} with PeftModel.from_pretrained(...).merge_and_unload(), "
                 f"save that with save_pretrained, and pass the folder")
+    broken = [f for f in sorted(os.listdir(name_or_dir)) if os.path.islink(os.path.join(name_or_dir, f))
+              and not os.path.exists(os.path.join(name_or_dir, f))] if os.path.isdir(name_or_dir) else []
+    if broken:  # a snapshot of the HF cache copied with cp -r: its files are links to ../../blobs/
+        return (f"{name_or_dir} holds {', '.join(broken[:2])}{', ...' if len(broken) > 2 else ''} as symbolic "
+                f"link{'s' if len(broken) > 1 else ''} to {os.readlink(os.path.join(name_or_dir, broken[0]))}, which "
+                f"is not there (a snapshot copied out of the HF cache with cp -r?): copy it again with cp -rL, which "
+                f"copies the files the links point to, or pass the hub name")
     if os.path.isdir(name_or_dir) and not os.path.isfile(config_json):
         return (f"{name_or_dir} is not a folder written by save_pretrained (it has no config.json): pass one, or a "
                 f"hub name such as gpt2")
@@ -134,11 +141,31 @@ def local_mistake(name_or_dir):
     return None
 
 
+def own_code(folder):
+    """One sentence when a local folder's config.json or tokenizer_config.json names classes of the folder's
+    own code (auto_map), which transformers runs only with trust_remote_code (and else asks at the terminal
+    whether to run it); this repository runs none. None otherwise."""
+    for name in ('config.json', 'tokenizer_config.json'):
+        try:
+            with open(os.path.join(str(folder), name), encoding='utf-8-sig') as f:
+                auto_map = json.load(f).get('auto_map')
+        except (OSError, ValueError, AttributeError):
+            continue
+        if auto_map:
+            first = next(iter(auto_map.values())) if isinstance(auto_map, dict) else auto_map
+            first = next((c for c in first if c), first) if isinstance(first, (list, tuple)) else first
+            return (f"{folder}'s {name} names classes of the folder's own code (auto_map: {first}), which transformers "
+                    f"runs only with trust_remote_code, and this repository runs none: save the model with "
+                    f"transformers' own classes (LlamaForCausalLM, GPT2LMHeadModel, a fast tokenizer.json) and pass "
+                    f"that folder")
+    return None
+
+
 def load_hf(hf_class, name_or_dir):
     """hf_class.from_pretrained(name_or_dir), or one sentence that says what to do instead."""
     from transformers.utils import logging
     logging.disable_progress_bar()  # a weight-loading bar on stderr is noise in a script's output
-    mistake = local_mistake(name_or_dir)
+    mistake = local_mistake(name_or_dir) or own_code(name_or_dir)
     if mistake:
         raise ValueError(mistake)
     if os.path.isdir(name_or_dir):  # whatever a damaged local folder raises (a truncated safetensors file too)
@@ -274,11 +301,14 @@ def misfit(name_or_dir, hf_class=None):
 
 @functools.cache  # asked more than once a run: its note is said once
 def gpt2_vocabulary(path):
-    """Whether the tokenizer.json at path has GPT-2's 50,257 tokens (a damaged file: taken to be GPT-2's,
-    as the folder's model type says)."""
+    """Whether the tokenizer.json at path has GPT-2's 50,257 tokens, perhaps with special tokens added after
+    them (a pad token: text encodes as GPT-2's); a damaged file is taken to be GPT-2's, as the folder's model
+    type says."""
     from tokenizers import Tokenizer
     try:
-        return Tokenizer.from_file(path).get_vocab_size(with_added_tokens=True) == 50257
+        tok = Tokenizer.from_file(path)
+        return tok.get_vocab_size(with_added_tokens=False) == 50257 and \
+            all(t.special for i, t in tok.get_added_tokens_decoder().items() if i >= 50257)
     except Exception as e:  # tokenizers raises its own exception types
         print(f"note: {path} cannot be read ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__}), "
               f"so GPT-2's own tokenizer (tiktoken's) stands in for it, as the folder's model type is GPT-2")
@@ -318,6 +348,10 @@ def tokenizer_reference(name_or_dir):
     if len(tokenizer) > rows:
         raise TokenizerMismatch(f"{name_or_dir}'s tokenizer has {len(tokenizer)} ids, but the model's embedding has "
                          f"{rows} rows: its tokenizer is another model's; save the model's own tokenizer there")
+    if len(tokenizer) < 0.9 * rows and rows - len(tokenizer) > 1024:  # a vocabulary padded for speed adds far fewer
+        raise TokenizerMismatch(f"{name_or_dir}'s tokenizer has {len(tokenizer):,} ids for the model's {rows:,} embedding "
+                                f"rows, far fewer than a vocabulary padded for speed leaves: its tokenizer is another "
+                                f"model's; save the model's own tokenizer there")
     return dict(kind='hf', json=tokenizer.backend_tokenizer.to_str(), eos_id=tokenizer.eos_token_id,
                 bos_id=tokenizer.bos_token_id)
 

@@ -448,16 +448,22 @@ def load_checkpoint(path, device='cpu', mmap=False):
         if packed and packed[0] != 'zip':  # torch's own format is a zip archive
             name, unpack, ending = packed
             if path.endswith(ending):
-                raise ValueError(f"{path} is {name}-compressed: unpack it first (`{unpack} {path} > "
-                                 f"{path.removesuffix(ending)}`), and name {path.removesuffix(ending)}") from None
-            raise ValueError(f"{path} is {name}-compressed: unpack it in place first (`{unpack} {path} > "
-                             f"{path}.unpacked && mv {path}.unpacked {path}`)") from None
+                raise ValueError(f"{path} is {name}-compressed: unpack it first (`{unpack} {shlex.quote(path)} > "
+                                 f"{shlex.quote(path.removesuffix(ending))}`), and name {path.removesuffix(ending)}") from None
+            raise ValueError(f"{path} is {name}-compressed: unpack it in place first (`{unpack} {shlex.quote(path)} > "
+                             f"{shlex.quote(path + '.unpacked')} && mv {shlex.quote(path + '.unpacked')} "
+                             f"{shlex.quote(path)}`)") from None
         raise ValueError(f"{path} could not be read as a checkpoint ({type(e).__name__}; a copy cut short, or a "
                          f"file of another program): use a ckpt.pt that train.py or fold.py wrote in full") from None
     if not isinstance(ckpt, dict) or not {'model', 'model_args'} <= ckpt.keys():
         raise ValueError(f"{path} is not a checkpoint of this repository (it has no model/model_args): name "
                          f"the ckpt.pt that train.py or fold.py wrote")
     foreign = unknown_fields(ckpt['model_args'])
+    ours = isinstance(ckpt.get('config'), dict) and 'taper' in ckpt['config'] or 'run_id' in ckpt
+    if foreign and ours:  # train.py's own fields beside them: another version of this repository wrote it
+        raise ValueError(f"{path} was written by another version of this repository: its model_args hold "
+                         f"{', '.join(foreign)}, which this model.py does not know: use the version of the repository "
+                         f"that wrote it (a newer one: git pull), or train the run again with this one")
     if foreign:
         raise ValueError(f"{path} is not a checkpoint of this repository's model: its model_args hold "
                          f"{', '.join(foreign)}, which this model.py does not know (nanoGPT's checkpoints hold "
@@ -1123,7 +1129,10 @@ class GPT(nn.Module):
         logits = logits[:, :vocab]  # ids past the tokenizer's are never drawn
         if temperature == 0:
             return logits.argmax(dim=-1, keepdim=True)
-        logits = logits / temperature
+        scaled = logits / temperature
+        if not torch.isfinite(scaled).all():  # a temperature so small that the logits overflow: shifted by their
+            scaled = (logits - logits.max(dim=-1, keepdim=True).values) / temperature  # maximum, the same softmax
+        logits = scaled
         if top_k is not None:
             v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
             logits[logits < v[:, [-1]]] = -float('inf')

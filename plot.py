@@ -205,9 +205,11 @@ def row_problem(row):
     return ""
 
 
-# Config keys that differ between seeds of one setting, or between invocations of one run
+# Config keys that differ between seeds of one setting, or between invocations of one run, and those that
+# say how a run ran, not what it trained (memory, speed, the machine, logging)
 PER_RUN = ("seed", "out_dir", "init_from", "overwrite", "stop_iter", "reschedule", "eval_only", "memory_plan",
-           "wandb_run_name", "data_dir")
+           "wandb_run_name", "data_dir", "grad_checkpoint", "fsdp", "compile", "device", "peak_flops", "wandb_log",
+           "wandb_project", "eval_interval", "log_interval", "eval_iters")
 
 
 # The settings that make a run another method or model, never seeds of one setting.
@@ -382,6 +384,18 @@ def main(argv=None):
                              f"given: pass one label per run dir.")
         if not all(label.strip() for label in args.labels):
             raise SystemExit("--labels holds an empty label: give every run dir a name.")
+        for label in args.labels:
+            if label.strip().startswith("_"):  # matplotlib's mark of an artist left out of every legend
+                raise SystemExit(f"--labels={label.strip()} begins with '_', and matplotlib leaves such labels out of "
+                                 f"the legend: begin it with another character.")
+            if label.count("$") - label.count("\\$") >= 2:  # matplotlib reads $...$ as math: it must parse
+                from matplotlib.mathtext import MathTextParser
+                try:
+                    MathTextParser("path").parse(label.strip())
+                except ValueError as e:
+                    raise SystemExit(f"--labels={label.strip()}: matplotlib reads the text between $ signs as math, "
+                                     f"and cannot read this ({str(e).strip().splitlines()[-1]}): use the math it "
+                                     f"knows (\\mathbf{{...}} for bold), or write \\$ for a dollar sign.") from None
     names = [f"{args.prefix}{name}.png" for name in ("loss", "logit_norm", "grad_norms")]
     kind = folder_kind(args.out_dir) if os.path.isdir(args.out_dir) else None
     if kind and not kind.startswith(('a training run', "a reproduction's")):  # beside a run or results: fine
@@ -406,6 +420,12 @@ def main(argv=None):
         for run, label in zip(runs, args.labels):
             run["label"] = label.strip()
     groups = group_runs(runs, labelled=args.labels is not None)
+    for label, members in groups.items():  # a seed stopped early cuts every curve of its setting short
+        ends = [m["train"][-1]["iter"] for m in members]
+        if len(set(ends)) > 1:
+            print(f"note: the {len(members)} seeds of {label!r} end at different steps ({', '.join(map(str, ends))}): "
+                  f"its median and band are drawn over the steps they all logged, to iter {min(ends)}; pass the "
+                  f"finished seeds alone for the whole curve")
     tokens = tokens_note(runs)
     if tokens:
         print(tokens)
@@ -415,17 +435,31 @@ def main(argv=None):
     # Fig. 1a: train CE (what is compared; the aux loss is logged apart), val loss as markers
     fig, ax = plt.subplots(figsize=(6, 4))
     steps, values = plot_metric(ax, groups, "loss", args.smooth)
-    for i, runs in enumerate(groups.values()):
+    # A val loss far above the training curves (a norm-free model's blow-up on a rare window, 1e7 nats) would
+    # flatten them: past the training range plus three times its span (at least a nat), it is drawn as a
+    # triangle on the top edge and said, and the limits follow the rest.
+    late = values[steps >= 0.1 * steps.max()] if len(values) else values
+    cap = late.max() + 3 * max(late.max() - values.min(), 1.0) if len(late) else np.inf
+    beyond = []  # (color, steps) of val losses above cap
+    for i, (label, runs) in enumerate(groups.items()):
         agg = aggregate([r["evals"] for r in runs], "val_loss")
         if agg is not None:
-            ax.plot(agg[0], agg[1], "o", color=f"C{i}", markersize=4)
-            finite = np.isfinite(agg[1])  # the val markers are drawn inside the limits too
-            steps, values = np.concatenate([steps, agg[0][finite]]), np.concatenate([values, agg[1][finite]])
+            inside = np.isfinite(agg[1]) & (agg[1] <= cap)  # the val markers are drawn inside the limits too
+            ax.plot(agg[0][inside], agg[1][inside], "o", color=f"C{i}", markersize=4)
+            steps, values = np.concatenate([steps, agg[0][inside]]), np.concatenate([values, agg[1][inside]])
+            high = np.isfinite(agg[1]) & (agg[1] > cap)
+            if high.any():
+                beyond.append((f"C{i}", agg[0][high]))
+                print(f"note: {label!r} has {int(high.sum())} val loss(es) far above its training curve (up to "
+                      f"{agg[1][high].max():.3g}, at iter {', '.join(str(int(k)) for k in agg[0][high][:3])}"
+                      f"{', ...' if high.sum() > 3 else ''}): drawn as triangles on the top edge of {args.prefix}loss.png")
     ax.plot([], [], "o", color="gray", markersize=4, label="val loss")
     if len(values):  # the first tenth's loss would squash the ~1% gaps the figure is about; zoom past it
         lo, hi = values.min(), values[steps >= 0.1 * steps.max()].max()
         if hi > lo:  # (a log of one value leaves matplotlib's own limits)
             ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+    for color, high_steps in beyond:
+        ax.plot(high_steps, [ax.get_ylim()[1]] * len(high_steps), "^", color=color, markersize=6, clip_on=False)
     smoothed = f", EMA {args.smooth}" if args.smooth > 0 else ""
     ax.set(xlabel="step", ylabel="cross-entropy", title=f"Training loss (median over seeds{smoothed})")
     ax.legend()

@@ -209,6 +209,46 @@ def test_diagnose_reads_uint32_tokens(wide, wide_run):
     assert f"token {word!r} (id {token}" in proc.stdout
 
 
+def test_special_tokens_typed_in_a_prompt_are_those_tokens_for_every_tokenizer_kind(data_dir):
+    """A prompt that holds a tokenizer's own special token as text ('<s>', '</s>' for the TinyStories
+    SentencePiece model; '<|endoftext|>' for GPT-2) encodes it as that token, the way tiktoken's
+    allowed_special and transformers' tokenizers read theirs; a leading '<s>' is the BOS every prompt
+    starts with. The references: SentencePiece's own piece ids and encoding of each stretch of text, and
+    tiktoken's."""
+    import sentencepiece as spm
+    import tiktoken
+    model = (data_dir / 'tokenizer.model').read_bytes()
+    sp = spm.SentencePieceProcessor(model_proto=model)
+    encode, decode = load_tokenizer(dict(kind='sentencepiece', model=torch.frombuffer(bytearray(model), dtype=torch.uint8)))
+    bos, eos = sp.piece_to_id('<s>'), sp.piece_to_id('</s>')
+    assert encode('The end.</s><s>Once upon') == [bos] + sp.encode('The end.') + [eos, bos] + sp.encode('Once upon')
+    assert encode('<s>Once upon') == encode('Once upon') == [bos] + sp.encode('Once upon')
+    gpt2 = tiktoken.get_encoding('gpt2')  # offline: conftest points TIKTOKEN_CACHE_DIR at the shared files
+    encode, _ = load_tokenizer(dict(kind='tiktoken', name='gpt2'))
+    assert encode('The end.<|endoftext|>Once') == gpt2.encode('The end.') + [gpt2.eot_token] + gpt2.encode('Once')
+
+
+def test_a_gpt2_with_a_pad_token_added_reads_gpt2_tokens(tmp_path):
+    """A GPT-2 whose tokenizer gained a pad token (50,258 ids, the embedding resized) encodes text exactly as
+    GPT-2's BPE does (the reference: tiktoken), so it reads data in GPT-2's tokens; a tokenizer of another
+    vocabulary in a GPT-2 folder is still read as its own."""
+    import tiktoken
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+    from hf import tokenizer_reference
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=64, vocab_size=50258)).save_pretrained(tmp_path)
+    gpt2_tokenizer(tmp_path)
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    tok.add_special_tokens({'pad_token': '[PAD]'})
+    tok.save_pretrained(tmp_path)
+    text = 'The city of Paris, 1889.'
+    assert AutoTokenizer.from_pretrained(tmp_path)(text)['input_ids'] == tiktoken.get_encoding('gpt2').encode(text)
+    assert tokenizer_reference(str(tmp_path)) == dict(kind='tiktoken', name='gpt2')
+    other = tmp_path / 'words'  # a GPT-2 of another vocabulary: its tokenizer is its own
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=64, vocab_size=64)).save_pretrained(other)
+    word_tokenizer(other, 61)
+    assert tokenizer_reference(str(other))['kind'] == 'hf'
+
+
 def test_stories_separated_by_end_of_text_lines_read_as_blank_line_paragraphs(tmp_path):
     """TinyStoriesV2's raw text files end each story with a line <|endoftext|>: prepare_tinystories.py
     reads them as the same stories as a file that separates them by blank lines (load_dataset's

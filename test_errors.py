@@ -647,6 +647,9 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('sample: a nanoGPT checkpoint', 'sample.py', ['--out_dir={root}/nanogpt', '--device=cpu'],
      "nanoGPT's checkpoints hold 'bias'", None),
     ('fold: a nanoGPT checkpoint', 'fold.py', ['--out_dir={root}/nanogpt'], "is not a checkpoint of this repository's", None),
+    ('sample: a run written by a newer version of this repository (a model field this model.py lacks)', 'sample.py',
+     ['--out_dir={root}/newer', '--device=cpu'], 'was written by another version of this repository: its model_args '
+     'hold qk_norm', None),
     ('train: resume a folder of runs', 'train.py', ['--init_from=resume', '--out_dir={root}', '--device=cpu'],
      'it is a folder of runs (', None),
     ('fold: an export over another run\'s export', 'fold.py', ['--out_dir={root}/trun', '--out=ckpt_f2.pt',
@@ -787,6 +790,34 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('evaluate: an OpenWebText folder whose meta.json was copied from a TinyStories folder', 'evaluate.py',
      ['--init_from={root}/hf', '--data_dir={root}/owtmeta'], "train tokens, but train.bin beside it holds 2,000: the "
      "meta.json is another folder's", None),
+    ("plot: the repository's assets/ folder as out_dir, where the README's figures are", 'plot.py',
+     ['{root}/run', '--out_dir=assets'], "is the repository's assets/ folder (its committed results)", None),
+    ("diagnose: --plot into the repository's assets/ folder, over the figure the docs show", 'diagnose.py',
+     ['--out_dir={root}/trun', '--plot=assets/diagnose.png'], "lies in the repository's assets/ folder", None),
+    ("plot: a label in LaTeX that matplotlib's math cannot read", 'plot.py',
+     ['{root}/run', '{root}/trun', '--labels=$\\textbf{{Base}}$,taper', '--out_dir={root}/pltex'],
+     'matplotlib reads the text between $ signs as math, and cannot read this', None),
+    ("plot: a label that begins with _, which matplotlib leaves out of legends", 'plot.py',
+     ['{root}/run', '{root}/trun', '--labels=_base,taper', '--out_dir={root}/plunder'],
+     "begins with '_', and matplotlib leaves such labels out of the legend", None),
+    ("sample: an HF model folder given another model's far smaller tokenizer", 'sample.py',
+     ['--init_from={root}/hf50k_wordtok', '--device=cpu', '--max_new_tokens=2', '--start=w1 w2'],
+     "tokenizer has 64 ids for the model's 50,257 embedding rows, far fewer than a vocabulary padded", None),
+    ("sample: a snapshot of the HF cache copied with cp -r (its files broken links to ../../blobs/)", 'sample.py',
+     ['--init_from={root}/cachecopy', '--device=cpu'], 'copy it again with cp -rL, which copies the files the links '
+     'point to', None),
+    ("sample: an HF folder whose tokenizer is the model's own code (auto_map, trust_remote_code)", 'sample.py',
+     ['--init_from={root}/llama_owncode', '--device=cpu', '--start=w1 w2'],
+     "names classes of the folder's own code (auto_map: tokenization_internlm2.InternLM2Tokenizer)", None),
+    ("fold: --export_hf naming a symbolic link to the run's earlier export", 'fold.py',
+     ['--out_dir={root}/allrun', '--export_hf={root}/latest_hf'], 'is a symbolic link (to allrun_hf), and an export '
+     'replaces its folder whole', None),
+    ("diagnose: --data_dir naming the folder of the text the run's data was prepared from", 'diagnose.py',
+     ['--out_dir={root}/trun', '--data_dir={root}/storytext'], "holds text, not tokens, and a prepare of it would learn "
+     "another tokenizer than the run's: pass the run's own --data_dir=", None),
+    ("sample: a GPT-2-token run, tiktoken's cached vocab.bpe cut short (tiktoken would remove it)", 'sample.py',
+     ['--out_dir={root}/gpt2tok_run', '--device=cpu', '--max_new_tokens=2'], 'is not that file (its sha256 differs',
+     {'TIKTOKEN_CACHE_DIR': '{root}/tkcut', 'HF_HUB_OFFLINE': '1'}),
     # checkpoints that cannot be what they claim
     ('a folded checkpoint resumed as ckpt.pt', 'train.py', ['--init_from=resume', '--out_dir={root}/foldasckpt'],
      'is a folded checkpoint', None),
@@ -1286,6 +1317,7 @@ def make_workspace(root, data_dir):
     run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root}/allrun', '--taper=all', '--max_iters=8',
         '--warmup_iters=2', '--taper_start=2', '--taper_end=6', '--lr_decay_iters=8', '--eval_interval=4')
     run('fold.py', f'--out_dir={root}/allrun', f'--export_hf={root}/allrun_hf')  # a TinyStories model as HF
+    os.symlink('allrun_hf', f'{root}/latest_hf')  # a link to the export, e.g. latest -> exports_v1
     shutil.copytree(f'{root}/allrun', f'{root}/putback')  # its ckpt.pt then replaced by an earlier step's
     shutil.copytree(f'{root}/allrun_hf', f'{root}/putback_hf')
     earlier = torch.load(f'{root}/putback/ckpt.pt', weights_only=True)
@@ -1368,6 +1400,14 @@ def make_workspace(root, data_dir):
     open(f'{root}/cut_utf8.jsonl', 'wb').write('{"input_ids": [1]}\n{"input_ids": [2]} \u00e9'.encode()[:-1])
     open(f'{root}/small.txt', 'w').write(open(SHARED / 'tinystories' / 'train_sample.txt').read()[:20_000])
     shutil.copy(f'{root}/small.txt', f'{root}/stories,v2.txt')  # a file whose name holds a comma
+    shutil.copytree(SHARED / 'tiktoken', f'{root}/tkcut')  # tiktoken's cache, its vocab.bpe cut short
+    os.chmod(f'{root}/tkcut', 0o755)
+    for name in os.listdir(f'{root}/tkcut'):
+        os.chmod(f'{root}/tkcut/{name}', 0o644)
+    whole = open(f'{root}/tkcut/6d1cbeee0f20b3d9449abfede4726ed8212e3aee', 'rb').read()
+    open(f'{root}/tkcut/6d1cbeee0f20b3d9449abfede4726ed8212e3aee', 'wb').write(whole[:100_000])
+    os.makedirs(f'{root}/storytext')  # a folder of the text a run's data was prepared from
+    shutil.copy(f'{root}/small.txt', f'{root}/storytext/stories.txt')
     stories = [{'text': t} for t in open(f'{root}/small.txt').read().split('\n\n')]
     json.dump(stories, open(f'{root}/stories_array.json', 'w'), indent=2)  # a download's records, one JSON array
     json.dump(stories, open(f'{root}/docs_array.jsonl', 'w'))
@@ -1408,6 +1448,10 @@ def make_workspace(root, data_dir):
     json.dump(json.load(open(f'{root}/owt/meta.json')) | {'pile_tokens': 3000, 'pile_source': f'{root}/pile_short.jsonl'},
               open(f'{root}/owtpile/meta.json', 'w'))
     np.arange(30, dtype=np.uint16).tofile(f'{root}/owtshort/val.bin')
+    shutil.copytree(f'{root}/run', f'{root}/newer')  # a run of a newer version: a model field this model.py lacks
+    ckpt = torch.load(f'{root}/newer/ckpt.pt', weights_only=True)
+    ckpt['model_args']['qk_norm'] = False
+    torch.save(ckpt, f'{root}/newer/ckpt.pt')
     os.makedirs(f'{root}/nanogpt')  # nanoGPT's checkpoint layout: its GPTConfig has a 'bias' field
     torch.save(dict(model={'transformer.wte.weight': torch.zeros(512, 32)}, optimizer={}, iter_num=10,
                     model_args=dict(n_layer=2, n_head=2, n_embd=32, block_size=64, bias=False, vocab_size=512,
@@ -1575,6 +1619,11 @@ def make_workspace(root, data_dir):
     whole = open(f'{root}/llama/model.safetensors', 'rb').read()
     open(f'{root}/llama_cut/model.safetensors', 'wb').write(whole[:len(whole) // 2])
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64)).save_pretrained(f'{root}/hf50k')
+    shutil.copytree(f'{root}/hf50k', f'{root}/hf50k_wordtok')  # another model's far smaller tokenizer copied in
+    os.makedirs(f'{root}/cachecopy')  # an HF cache snapshot copied with cp -r: links to ../../blobs/, broken
+    for name in ('config.json', 'model.safetensors'):
+        os.symlink(f'../../blobs/{name}-blob', f'{root}/cachecopy/{name}')
+    word_tokenizer(f'{root}/hf50k_wordtok', 61)
     shutil.copytree(f'{root}/llama', f'{root}/llama_mixed')  # a Llama config beside a GPT-2's weights
     shutil.copy(f'{root}/hf50k/model.safetensors', f'{root}/llama_mixed/model.safetensors')
     hc = json.load(open(f'{root}/llama/config.json'))
@@ -1757,6 +1806,11 @@ def make_workspace(root, data_dir):
               open(f'{root}/lora/adapter_config.json', 'w'))
     word_tokenizer(f'{root}/llama_words', 10)  # a Llama with its own tokenizer
     LlamaForCausalLM(LlamaConfig(**llama | {'vocab_size': 13})).save_pretrained(f'{root}/llama_words')
+    shutil.copytree(f'{root}/llama_words', f'{root}/llama_owncode')  # a tokenizer of the model's own code
+    tokenizer_config = json.load(open(f'{root}/llama_owncode/tokenizer_config.json'))
+    json.dump(tokenizer_config | {'tokenizer_class': 'InternLM2Tokenizer', 'auto_map': {
+        'AutoTokenizer': ['tokenization_internlm2.InternLM2Tokenizer', None]}},
+        open(f'{root}/llama_owncode/tokenizer_config.json', 'w'))
     shutil.copytree(f'{root}/run', f'{root}/gpt2tok_run')  # a run in GPT-2's tokens, trained on {root}/owt
     ckpt = torch.load(f'{root}/run/ckpt.pt', weights_only=True)
     ckpt['tokenizer'] = dict(kind='tiktoken', name='gpt2')

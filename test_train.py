@@ -373,6 +373,50 @@ def test_plot_names_fakeln_and_dyt_runs_by_their_method(runs, tmp_path, monkeypa
     assert lines['loss.png'] == {'Baseline': '-', 'FakeLN (+Baroni aux)': '--', 'DyT': '-', 'All-Taper (+aux)': '--'}
 
 
+def test_plot_draws_seeds_that_ran_differently_or_stopped_early_as_one_setting_and_says_so(runs, tmp_path, monkeypatch,
+                                                                                             capsys):
+    """Seeds of one setting are one curve even when they ran differently but trained the same (activation
+    checkpointing, the log interval: how a run ran, not what it trained); a seed stopped early cuts the
+    setting's median to the steps all seeds logged, and plot.py says so."""
+    import plot
+    rows = [json.loads(line) for line in open(runs / 'internal_aux' / 'log.jsonl')]
+    config = json.load(open(runs / 'internal_aux' / 'config.json'))
+    for seed, change, kept in ((2, dict(grad_checkpoint=True, log_interval=2), rows),
+                               (3, {}, [r for r in rows if r['iter'] <= 20])):  # stopped at iter 20
+        os.makedirs(tmp_path / f's{seed}')
+        json.dump(config | change | {'seed': seed}, open(tmp_path / f's{seed}' / 'config.json', 'w'))
+        (tmp_path / f's{seed}' / 'log.jsonl').write_text(''.join(json.dumps(r | {'loss': r['loss'] + 0.01 * seed}) + '\n'
+                                                                  for r in kept))
+    legends = {}
+    monkeypatch.setattr(plot, 'save', lambda fig, out_dir, name: legends.setdefault(
+        name, [l.get_label() for l in fig.axes[0].get_lines() if l.get_label()[0] not in '_v']))
+    plot.main([str(runs / 'internal_aux'), str(tmp_path / 's2'), str(tmp_path / 's3'), '--out_dir', str(tmp_path / 'f')])
+    assert legends['loss.png'] == ['Internal-Taper (+aux) (3 seeds)']
+    last = [r for r in rows if 'lr' in r][-1]['iter']  # the last training row (evaluation rows carry no lr)
+    assert f"note: the 3 seeds of 'Internal-Taper (+aux)' end at different steps ({last}, {last}, 20): its median and " \
+           f"band are drawn over the steps they all logged, to iter 20" in capsys.readouterr().out
+
+
+def test_plot_keeps_the_loss_axes_on_the_curves_when_a_val_loss_blows_up(runs, tmp_path, monkeypatch, capsys):
+    """A norm-free model's val loss can blow up on a rare window (1e7 nats in the committed ablation runs):
+    the loss axes stay on the training curves, the point is drawn on the top edge, and plot.py says so."""
+    import plot
+    blown = tmp_path / 'blown'
+    shutil.copytree(runs / 'all_aux', blown)
+    rows = [json.loads(line) for line in open(blown / 'log.jsonl')]
+    at = [r['iter'] for r in rows if 'val_loss' in r][-1]
+    rows = [r | {'val_loss': 1e7} if 'val_loss' in r and r['iter'] == at else r for r in rows]
+    (blown / 'log.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    limits = {}
+    monkeypatch.setattr(plot, 'save', lambda fig, out_dir, name: limits.setdefault(name, fig.axes[0].get_ylim()))
+    plot.main([str(blown), '--out_dir', str(tmp_path / 'figs')])
+    top = max(r['loss'] for r in rows if 'lr' in r)
+    assert limits['loss.png'][1] < top + 5
+    said = capsys.readouterr().out  # (the tiny run's own g = 0 score mid-taper, 723 nats, is another such point)
+    assert re.search(rf"note: 'All-Taper \(\+aux\)' has \d val loss\(es\) far above its training curve \(up to 1e\+07, "
+                     rf"at iter [\d, ]*\b{at}\): drawn as triangles on the top edge of loss.png", said), said
+
+
 def test_plot_draws_an_infinite_loss_as_a_gap_without_warnings(runs, tmp_path):
     """train.py logs a non-finite loss as it is (JSON's Infinity); plot.py draws the seeds' band
     around it, and prints nothing on stderr: the figure, not numpy's warnings, shows it."""
@@ -449,7 +493,7 @@ def test_fold_script_refuses_a_baseline(runs):
 def test_sample_script_decodes_with_the_runs_tokenizer(runs):
     """sample.py prints text from a checkpoint and from its folded version; greedy decoding gives the
     same text from both (the folded model is the g = 0 model). --dtype=bfloat16 on the CPU says it
-    samples in float32, and does."""
+    samples in float32, and does. A temperature whose logits overflow (1e-40) is greedy decoding, its limit."""
     run('fold.py', f'--out_dir={runs / "internal_aux"}')
     common = [f'--out_dir={runs / "internal_aux"}', '--device=cpu', '--num_samples=2',
               '--max_new_tokens=20', '--temperature=0', '--start=Once upon a time']
@@ -463,6 +507,12 @@ def test_sample_script_decodes_with_the_runs_tokenizer(runs):
     note = 'note: --dtype=bfloat16 autocasts on CUDA only, so on cpu the samples are drawn in float32\n'
     bf16 = run('sample.py', *common, '--dtype=bfloat16').stdout  # said, and drawn as said: in float32
     assert note in bf16 and bf16.replace(note, '') == plain and 'autocasts' not in plain
+    # a temperature so small that logits / temperature overflows samples its limit, greedy decoding
+    tiny = run('sample.py', *[a for a in common if not a.startswith(('--temperature', '--num_samples'))],
+               '--temperature=1e-40', '--num_samples=1').stdout
+    first = plain.split('---------------')[0].replace(plain.split('\n')[0] + '\n', '', 1) \
+        if plain.startswith('note:') else plain.split('---------------')[0]  # greedy's note on identical samples
+    assert tiny == first + '---------------\n', (tiny, plain)
     sampled = run('sample.py', f'--out_dir={runs / "internal_aux"}', '--device=cpu', '--num_samples=1',
                   '--max_new_tokens=10', '--top_k=5', '--start=FILE:' + str(SHARED / 'tinystories' / 'valid_sample.txt'),
 )

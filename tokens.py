@@ -9,6 +9,7 @@ carries (train.py's tokenizer_reference), turned back into encode and decode.
 import hashlib
 import json
 import os
+import re
 import shlex
 import tempfile
 import stat
@@ -397,6 +398,10 @@ def encodes_alike(a, b):
 # tiktoken's GPT-2 files, which it caches under the sha1 of their address
 GPT2_FILES = ('https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe',
               'https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json')
+# Their sha256, as tiktoken checks them (tiktoken_ext.openai_public.gpt2): a cached file that differs is removed
+# by tiktoken as it loads, so it is named here first and left as it is.
+GPT2_SHA256 = ('1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5',
+               '196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783')
 
 
 def gpt2_encoding():
@@ -409,6 +414,12 @@ def gpt2_encoding():
         tempfile.gettempdir(), 'data-gym-cache')))
     cached = cache and all(os.path.isfile(os.path.join(cache, hashlib.sha1(url.encode()).hexdigest()))
                            for url in GPT2_FILES)
+    for url, sha in zip(GPT2_FILES, GPT2_SHA256) if cached else ():
+        path = os.path.join(cache, hashlib.sha1(url.encode()).hexdigest())
+        if file_sha256(path) != sha:
+            raise SystemExit(f"{path}, tiktoken's cached copy of GPT-2's {url.rsplit('/', 1)[1]}, is not that file "
+                             f"(its sha256 differs: a download cut short, or changed since): remove it and connect to "
+                             f"the internet once, or put the whole file there")
     why = None
     if not cached:
         try:
@@ -438,7 +449,14 @@ def load_tokenizer(ref):
         except RuntimeError:
             raise SystemExit("the checkpoint carries a damaged SentencePiece tokenizer: retrain on data prepared "
                              "by prepare_tinystories.py") from None
-        return (lambda text: [sp.bos_id()] + sp.encode(text)), sp.decode  # stories start with BOS
+        specials = {sp.id_to_piece(i): i for i in (sp.bos_id(), sp.eos_id()) if i >= 0}  # <s>, </s>
+
+        def encode(text):  # stories start with BOS; <s> and </s> typed in the text are those tokens, as
+            ids = [sp.bos_id()]  # GPT-2's <|endoftext|> and an HF tokenizer's own special tokens are
+            for part in re.split('(' + '|'.join(map(re.escape, specials)) + ')', text) if specials else [text]:
+                ids += [specials[part]] if part in specials else sp.encode(part) if part else []
+            return ids[1:] if ids[1:2] == [sp.bos_id()] else ids  # a typed leading <s>: the BOS itself
+        return encode, sp.decode
     if ref.get('kind') == 'hf':
         from tokenizers import Tokenizer
         try:
