@@ -307,8 +307,9 @@ def gpt2_vocabulary(path):
     from tokenizers import Tokenizer
     try:
         tok = Tokenizer.from_file(path)
-        return tok.get_vocab_size(with_added_tokens=False) == 50257 and \
-            all(t.special for i, t in tok.get_added_tokens_decoder().items() if i >= 50257)
+        added = {i: t for i, t in tok.get_added_tokens_decoder().items() if i >= 50257}
+        return tok.get_vocab_size(with_added_tokens=True) - len(added) == 50257 and \
+            all(t.special for t in added.values())  # <|endoftext|> is in the model's vocabulary or added, as saved
     except Exception as e:  # tokenizers raises its own exception types
         print(f"note: {path} cannot be read ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__}), "
               f"so GPT-2's own tokenizer (tiktoken's) stands in for it, as the folder's model type is GPT-2")
