@@ -262,9 +262,11 @@ def describe(config, nproc=1, gpu_gb=80, ranks=None):
              ('total', parts['total'])]
     width = max(len(name) for name, _ in rows)
     lines += [f"  {name:<{width}}  {value / GB:8.2f} GB" for name, value in rows]
-    fits = parts['total'] <= FIT_FRACTION * memory * GB
+    needed = parts['total'] * (nproc if cpu else 1)  # ranks on the CPU share one machine's RAM
+    fits = needed <= FIT_FRACTION * memory * GB
     verdict = 'fits' if fits else 'does NOT fit'
-    lines.append(f"  {verdict} {where}{f' of {memory:.0f} GB' if cpu else ''} ({parts['total'] / (memory * GB):.0%} of "
+    shared = f"{nproc} ranks x {parts['total'] / GB:.2f} GB " if cpu and nproc > 1 else ""
+    lines.append(f"  {shared}{verdict} {where}{f' of {memory:.0f} GB' if cpu else ''} ({needed / (memory * GB):.0%} of "
                  f"it; the limit is {FIT_FRACTION:.0%})")
     if not fits and to_fit(config, nproc, memory, ranks):
         lines.append(f"  to fit: {to_fit(config, nproc, memory, ranks)}")
@@ -275,9 +277,12 @@ def to_fit(config, nproc, gpu_gb, ranks=None):
     """The first change whose plan fits a GPU of gpu_gb, the cheapest first: activation checkpointing,
     then smaller micro-batches that keep the global batch, then FSDP2 over the fewest more GPUs that
     share the batch evenly; None if none does."""
+    cpu = config['device'].startswith('cpu')  # its ranks share one machine's RAM, and no more GPUs help it
+
     def fits(changed, n=nproc):
         try:
-            return plan(changed, n, ranks if n == nproc else None)['total'] <= FIT_FRACTION * gpu_gb * GB
+            return plan(changed, n, ranks if n == nproc else None)['total'] * (n if cpu else 1) <= \
+                FIT_FRACTION * gpu_gb * GB
         except ValueError:  # ranks that cannot share the batch
             return False
     said = [] if config['grad_checkpoint'] else ['--grad_checkpoint=True']
@@ -285,7 +290,7 @@ def to_fit(config, nproc, gpu_gb, ranks=None):
     if said and fits(config):
         return said[0]
     B, G = config['batch_size'], config['gradient_accumulation_steps']
-    for n in (nproc, *(n for n in (2, 4, 8, 16, 32, 64) if n > nproc)):  # the fewest GPUs, then the largest micro-batch
+    for n in (nproc, *(n for n in (2, 4, 8, 16, 32, 64) if n > nproc and not cpu)):  # the fewest GPUs, then the largest micro-batch
         for b in (b for b in range(B, 0, -1) if B % b == 0 and (n, b) != (nproc, B)):  # the same sequences per step
             if fits(config | dict(batch_size=b, gradient_accumulation_steps=G * (B // b)), n):
                 smaller = [f"--batch_size={b} --gradient_accumulation_steps={G * (B // b)} (the same global batch)"]

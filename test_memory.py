@@ -227,7 +227,7 @@ def test_two_config_files_are_layered_as_train_py_reads_them_and_said():
 def test_a_cpu_run_is_planned_against_this_machines_ram():
     """A run on the CPU (--device=cpu) holds its state in RAM: its plan says so and is judged against this
     machine's physical memory (the reference: the system's page size times its pages), not a GPU's
-    --gpu_gb, which is noted as unused."""
+    --gpu_gb, which is noted as unused; its ranks under --nproc share that memory."""
     import os
     import re
     out = run('memory.py', 'config/finetune_gpt2_s_alltaper.py', '--device=cpu', '--gpu_gb=4').stdout
@@ -237,6 +237,11 @@ def test_a_cpu_run_is_planned_against_this_machines_ram():
     total, share = re.search(r'total\s+([\d.]+) GB\n  (?:fits|does NOT fit) this machine\'s RAM of \d+ GB \((\d+)% of it',
                              out).groups()
     assert abs(int(share) - 100 * float(total) / ram) <= 1
+    # two ranks on the CPU hold two such shares of the one machine's RAM
+    out = run('memory.py', 'config/finetune_gpt2_s_alltaper.py', '--device=cpu', '--nproc=2').stdout
+    rank_total, share = re.search(r'total\s+([\d.]+) GB\n  2 ranks x [\d.]+ GB (?:fits|does NOT fit) this machine\'s '
+                                  r'RAM of \d+ GB \((\d+)% of it', out).groups()
+    assert abs(int(share) - 100 * 2 * float(rank_total) / ram) <= 1
 
 
 def test_a_run_folder_given_to_memory_py_is_said_not_planned(tmp_path):
