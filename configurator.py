@@ -442,9 +442,13 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
             except UnicodeDecodeError as e:
                 if e.reason == 'unexpected end of data' and not f.read(1):
                     break
+                # bytes 0x80-0x9f are control characters in Latin-1, and curly quotes, dashes and the euro sign in
+                # Windows-1252, whose text holds them: converted as Latin-1, they would stay in it as controls
+                windows = any(0x80 <= b <= 0x9f for b in line[e.start:])
+                encoding, name = ('cp1252', 'Windows-1252') if windows else ('latin1', 'Latin-1')
                 raise FlagError(f"{subject} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}): "
-                                f"convert it first (`iconv -f latin1 -t utf-8 {shlex.quote(path)} > {shlex.quote(utf8)}` for Latin-1 text) "
-                                f"and pass {utf8}") from None
+                                f"convert it first (`iconv -f {encoding} -t utf-8 {shlex.quote(path)} > {shlex.quote(utf8)}` "
+                                f"for {name} text) and pass {utf8}") from None
     raise FlagError(f"{subject} ends inside a UTF-8 character: it was cut short; pass the whole file")
 
 
@@ -552,6 +556,16 @@ def checked_path(key, path, write=True):
 REPOSITORY_FOLDERS = ('config', 'docs', '.ci', '.git')
 
 
+def script_path(script):
+    """How a printed command names one of the repository's scripts: its bare name when the command runs in
+    the repository's folder, else its path from there (a run started as python ~/tapernorm/train.py from
+    a folder of the user's, where `python train.py` finds nothing)."""
+    if os.path.realpath(os.getcwd()) == HERE:
+        return script
+    where = os.path.relpath(os.path.join(HERE, script))
+    return shlex.quote(where if not where.startswith(os.pardir + os.sep + os.pardir) else os.path.join(HERE, script))
+
+
 def repository_folder(folder, assets=True):
     """"the repository's own folder" (or its config/ folder, ...) when folder is one that holds the
     repository's files, which no script writes its outputs into; else None. assets=False leaves out
@@ -579,6 +593,11 @@ def check_writable(key, path):
     no file can be created there."""
     parent = nearest_existing(path)
     why = cannot_write(parent)
+    if why and os.path.isfile(os.path.join(path, 'ckpt.pt')):  # a run's folder: another one holds no checkpoint
+        copy = os.path.join(tempfile.gettempdir(), os.path.basename(os.path.normpath(path)) or 'run')
+        raise FlagError(f"{key}={path} cannot be written: {why}, and the run's checkpoints and log go there: copy the "
+                        f"run's folder to a place you may write and name that (`cp -r {shlex.quote(path)} "
+                        f"{shlex.quote(copy)}`, then --{key}={shlex.quote(copy)})")
     if why:
         raise FlagError(f"{key}={path} cannot be written: {why}; choose another folder")
     return path
@@ -658,7 +677,42 @@ def releasing_locks(main):
         finally:
             while FolderLock.held:
                 os.close(FolderLock.held.pop())
+            TIED[0] = False  # later forks of a process that goes on are its own (tie_workers)
     return run
+
+
+try:  # prctl, loaded before any child is forked: a child forked from a threaded process only calls it
+    import ctypes
+    PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith('linux') else None
+except (OSError, AttributeError):
+    PRCTL = None
+
+
+TIED = [False]  # whether this process's forks are tied to it now (tie_workers, until releasing_locks' main ends)
+
+
+def tied_child():
+    if TIED[0]:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for signum in SIGNALS:  # the parent's stop handlers, inherited: a pool's SIGTERM must end a worker at once
+            if signal.getsignal(signum) is stopped:
+                signal.signal(signum, signal.SIG_DFL)
+        if PRCTL is not None:
+            PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def tie_workers():
+    """Every process this one forks until its main (under releasing_locks) ends, datasets' map workers among
+    them, ignores Ctrl-C, which this process takes and says in one line (each worker printed its own
+    traceback), and is killed when this process dies, even by kill -9 (workers left behind held its folder's
+    lock, and the next run was told to wait for them)."""
+    if not TIED[0] and tied_child not in FORK_HOOKS:
+        os.register_at_fork(after_in_child=tied_child)
+        FORK_HOOKS.append(tied_child)
+    TIED[0] = True
+
+
+FORK_HOOKS = []  # registered once per process: os.register_at_fork has no way to remove one
 
 
 class FolderLock:
@@ -739,9 +793,10 @@ def check_environment():
             pass
 
 
-def check_cache(name, path):
+def check_cache(name, path, writes=False):
     """A cache folder a library creates on first use, set by environment variable name or, when that is
-    unset, derived from HOME: a FlagError of one sentence when it is a file or cannot be created."""
+    unset, derived from HOME: a FlagError of one sentence when it is a file or cannot be created, or, with
+    writes (a library that writes into it, datasets' lock files), when it cannot be written."""
     given = name in os.environ
     source = next((v for v in ('HF_HOME', 'XDG_CACHE_HOME', 'HOME') if os.environ.get(v)), 'HOME')
     setting = f"{name}={path}" if given else f"the default {name}, {path} (from {source}={os.environ.get(source)}),"
@@ -754,6 +809,8 @@ def check_cache(name, path):
         why = f"{parent} is a file" if not os.path.isdir(parent) else cannot_write(parent)
         if why:
             raise FlagError(f"{setting} does not exist and cannot be created ({why}): {remedy}")
+    elif writes and cannot_write(path):  # there, but read-only (a shared cache, a read-only mount)
+        raise FlagError(f"{setting} cannot be written ({cannot_write(path)}): {remedy}")
 
 
 # The scripts that run under torchrun, one process per rank; every other one runs alone.
@@ -778,7 +835,7 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())  # torchrun's rank 0 says it, before
             time.sleep(10)                                                  # torchrun ends the ranks
         left = [k for k in ('WORLD_SIZE', 'RANK', 'LOCAL_RANK') if k in os.environ]  # a shell's, without torchrun
-        raise FlagError(f"WORLD_SIZE={ranks}: {prog} runs in one process, so start it with `python {prog}`, not "
+        raise FlagError(f"WORLD_SIZE={ranks}: {prog} runs in one process, so start it with `python {script_path(prog)}`, not "
                         f"torchrun (only train.py trains over ranks), or unset {' '.join(left)} if a shell left "
                         f"{'it' if len(left) == 1 else 'them'} set")
     values = {key: spec.default for key, spec in flags.items()}
@@ -833,8 +890,11 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
             elif positional:
                 loose.append(arg)
             else:
+                globbed = spread_files(argv, i - 1, flags)
+                if globbed:
+                    raise FlagError(globbed)
                 raise FlagError(f"unexpected argument {arg!r}: {prog} takes flags written --key=value "
-                                 f"(`python {prog} --help` lists them)" + path_flag_hint(arg, flags, prog))
+                                 f"(`python {script_path(prog)} --help` lists them)" + path_flag_hint(arg, flags, prog))
             continue
         key, has_value, raw = arg[2:].partition('=')
         spec = known(key, flags, prog, "on the command line")
@@ -866,7 +926,7 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                        for (first, later), keys in pairs.items()) + ": the last config file to set a value decides it")
     if positional:
         if not loose:
-            raise FlagError(f"{prog} needs at least one {positional} argument (`python {prog} --help`)")
+            raise FlagError(f"{prog} needs at least one {positional} argument (`python {script_path(prog)} --help`)")
         values[positional] = tuple(loose)
     missing = [key for key, spec in flags.items() if spec.required and values[key] is None]
     if missing:
@@ -899,7 +959,7 @@ def known(key, flags, prog, where):
         raise FlagError(f"unknown flag '{key}' {where}: a boolean is switched off with "
                         f"--{negated[2].replace('-', '_')}=False")
     close = difflib.get_close_matches(key, list(flags), n=1, cutoff=0.75)  # 0.6 offers 'fakeln' for 'backend'
-    hint = f"; did you mean '{close[0]}'?" if close else f" (`python {prog} --help` lists them)"
+    hint = f"; did you mean '{close[0]}'?" if close else f" (`python {script_path(prog)} --help` lists them)"
     raise FlagError(f"unknown flag '{key}' {where}{hint}")
 
 
@@ -912,7 +972,7 @@ def checkpoint_hint(path, flags, prog=None):
     folder, name = os.path.split(path)
     run = name == 'config.json' and os.path.isfile(os.path.join(folder or '.', 'ckpt.pt'))
     if prog == 'memory.py' and (run or path.endswith(('.pt', '.ckpt'))):  # a run's plan is train.py's
-        return (f"; a run's plan is `python train.py --init_from=resume --out_dir={shlex.quote(folder or '.')} --memory_plan` "
+        return (f"; a run's plan is `python {script_path('train.py')} --init_from=resume --out_dir={shlex.quote(folder or '.')} --memory_plan` "
                 f"(it takes its settings from its checkpoint)")
     if run:
         path, name = os.path.join(folder, 'ckpt.pt'), 'ckpt.pt'
@@ -981,7 +1041,7 @@ def path_flag_hint(arg, flags, prog=None):
     a resume, memory.py plans a run through train.py, bench.py reads the checkpoint file)."""
     if os.path.isfile(os.path.join(arg, 'ckpt.pt')) and prog in ('train.py', 'memory.py', 'bench.py'):
         return {'train.py': f"; a run's folder is continued with --init_from=resume --out_dir={arg}",
-                'memory.py': f"; a run's plan is `python train.py --init_from=resume --out_dir={shlex.quote(arg)} --memory_plan`",
+                'memory.py': f"; a run's plan is `python {script_path('train.py')} --init_from=resume --out_dir={shlex.quote(arg)} --memory_plan`",
                 'bench.py': f"; a run's checkpoint is named with --ckpt={os.path.join(arg, 'ckpt.pt')}"}[prog]
     data = os.path.isfile(os.path.join(arg, 'meta.json'))  # a prepared data folder, else a run's or any folder
     usual = [key for key in (('data_dir', 'out_dir') if data else ('out_dir', 'data_dir')) if key in flags]
@@ -1005,6 +1065,27 @@ def joined(argv, flags):
             arg, i = f"{arg}={argv[i]}", i + 1
         out.append(arg)
     return out
+
+
+def spread_files(argv, at, flags):
+    """One sentence when argv[at] is a file that follows a file flag's value given after a space (--input_file
+    st/*.txt, which the shell expands into one argument per file), else None: only the first file became the
+    flag's value."""
+    key = argv[at - 2][2:] if at >= 2 and argv[at - 2].startswith('--') and '=' not in argv[at - 2] else None
+    spec = flags.get(key)
+    if spec is None or spec.path not in ('file', 'text') or not os.path.isfile(argv[at - 1]):
+        return None
+    files = [argv[at - 1]] + list(itertools.takewhile(lambda a: not a.startswith('--') and os.path.isfile(a), argv[at:]))
+    if len(files) < 2:
+        return None
+    folder, ending = os.path.dirname(files[0]), os.path.splitext(files[0])[1]
+    pattern = shlex.quote(os.path.join(folder, '')) + f"*{ending}" if folder else f"*{ending}"
+    if spec.items:  # several files, comma-separated: the shell can write that list
+        return (f"--{key} is followed by {len(files)} files apart by spaces (a pattern such as {pattern}, which the "
+                f"shell expands into one argument per file), and only the first became its value: give them "
+                f"comma-separated, e.g. --{key}=\"$(ls {pattern} | paste -sd, -)\"")
+    return (f"--{key} is followed by {len(files)} files apart by spaces (a pattern the shell expanded?), and takes "
+            f"one: join them into one first (`cat {pattern} > joined{ending}`) and pass --{key}=joined{ending}")
 
 
 def split_value(argv, at, flags, positional=None):
@@ -1076,6 +1157,16 @@ def read_file(path, values, flags, prog):
             isinstance(node, (ast.FunctionDef, ast.ClassDef)) for node in tree.body):
         raise FlagError(f"{path} is one of the repository's scripts, not a config file: name a config file "
                         f"first, e.g. python {prog} config/quick_cpu.py")
+    for node in tree.body:  # for lr in [...]: learning_rate = lr, a sweep: only the last value would stay
+        if isinstance(node, ast.For) and isinstance(node.iter, (ast.List, ast.Tuple, ast.Set)) and len(node.iter.elts) > 1:
+            swept = sorted({t.id for sub in ast.walk(node) if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                            for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])
+                            if isinstance(t, ast.Name) and t.id in flags})
+            if swept:
+                raise FlagError(f"config file {path}, line {node.lineno}, sets {', '.join(swept)} in a loop, which "
+                                f"leaves only its last value: a config file describes one run; start one run per value "
+                                f"instead, e.g. `for v in 1e-3 3e-4; do python {script_path(prog)} {shlex.quote(path)} "
+                                f"--{swept[0]}=$v --out_dir=out-$v; done`")
     own = script_functions(prog)
     for node in tree.body:  # def get_lr(...) in a config file: the script's function, which no config replaces
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in own:
@@ -1083,14 +1174,24 @@ def read_file(path, values, flags, prog):
                        'get_gate': "; the taper's schedule is set by taper_start and taper_end"}.get(node.name, "")
             raise FlagError(f"config file {path}, line {node.lineno}, defines {node.name}, which is {prog}'s own "
                             f"function: a config file sets {prog}'s flags, and {prog} never reads a function from it"
-                            f"{instead} (`python {prog} --help` lists them)")
+                            f"{instead} (`python {script_path(prog)} --help` lists them)")
+    argv = list(sys.argv)
     try:
         namespace['__name__'] = '__main__'  # as `python config.py` would run it: an `if __name__` block too
         namespace['__file__'] = os.path.abspath(path)  # a config that places out_dir beside itself
         exec(compile(tree, path, 'exec'), namespace)
+        if sys.argv != argv:  # sys.argv += ['--max_iters=20']: the script read its arguments already
+            added = [a for a in sys.argv if a not in argv] or sys.argv[1:]
+            sys.argv[:] = argv
+            raise FlagError(f"config file {path} changes sys.argv ({' '.join(added)[:60]}), which {prog} read before "
+                            f"it ran the file: a config file assigns values, e.g. "
+                            + (f"{added[0][2:].partition('=')[0]} = {added[0].partition('=')[2]}"
+                               if added and added[0].startswith('--') and '=' in added[0] else "max_iters = 20"))
     except SyntaxError as e:
         raise FlagError(f"config file {path}, line {e.lineno}: {e.msg}; a config file is Python that "
                          f"assigns values, e.g. learning_rate = 3e-4") from None
+    except FlagError:
+        raise
     except SystemExit:
         raise FlagError(f"config file {path} calls exit(): a config file only assigns values, e.g. "
                         f"learning_rate = 3e-4") from None
@@ -1356,6 +1457,11 @@ def write_failure(error, path):
 
 
 def excepthook(kind, error, tb):
+    cause = error.__context__
+    while cause is not None and not isinstance(error, KeyboardInterrupt):  # a library's clean-up that failed as
+        if isinstance(cause, KeyboardInterrupt):  # a Ctrl-C unwound it (datasets' pool, asking its stopped
+            error = cause                         # workers for results): the stop is what happened
+        cause = cause.__context__
     if isinstance(error, StdoutFailed):
         print(error.args[0], file=sys.stderr)
         return

@@ -44,7 +44,7 @@ from datasets import load_dataset
 from datasets.fingerprint import Hasher
 from tqdm import tqdm
 
-from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks
+from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks, tie_workers
 from tokens import (changed_since, check_data_out_dir, dtype_for, file_sha256, gpt2_encoding, json_array_to_lines,
                     json_shape, read_meta, stale_token_files)
 
@@ -87,9 +87,10 @@ def check_jsonl(path, *fields, vocab_size=None):
     as a list of token ids below vocab_size (the others), or one sentence naming the first line that is
     not: datasets' own error is a long traceback that names no line."""
     example = '"a document"' if fields[0] == "text" else "[464, 3290, 50256]"
-    if json_shape(path) == 'array':
+    if json_shape(path) in ('array', 'object'):
         command, lines = json_array_to_lines(path)
-        raise SystemExit(f"{path} is one JSON array of records, not JSON lines: each line must be one object such "
+        what = "one JSON array of records" if json_shape(path) == 'array' else "one JSON object over many lines"
+        raise SystemExit(f"{path} is {what}, not JSON lines: each line must be one object such "
                          f"as {{\"{fields[0]}\": {example}}}; write its records one per line first (`{command}`) and "
                          f"pass {lines}.")
     rows, first, filled, ids = 0, None, 0, 0
@@ -327,7 +328,9 @@ def check_prepared(out_dir, meta_file, tokenizer_meta, vocab_size, input_file, v
 @releasing_locks
 def main(argv=None):
     args = parse_flags(FLAGS, argv)
-    check_cache("HF_DATASETS_CACHE", datasets.config.HF_DATASETS_CACHE)  # load_dataset writes there, local files too
+    tie_workers()
+    check_cache("HF_DATASETS_CACHE", datasets.config.HF_DATASETS_CACHE, writes=True)  # load_dataset writes there,
+    # local files too
     skip_pile = args.skip_pile or args.tokenizer is not None
     why = "--tokenizer skips the Pile sets (they hold GPT-2 tokens)" if args.tokenizer else "--skip_pile"
     for name in ("pile_file", "pile_filtered_file"):

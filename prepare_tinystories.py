@@ -12,6 +12,7 @@ picks up where it stopped; a folder prepared with another --vocab_size or from o
 Each story is encoded as BOS + tokens and the stories are concatenated; train.py samples its windows
 from that stream.
 """
+import itertools
 import json
 import math
 import os
@@ -32,7 +33,7 @@ import datasets
 from datasets import load_dataset
 from tqdm import tqdm
 
-from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks
+from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks, tie_workers
 from tokens import changed_since, check_data_out_dir, file_sha256, json_shape, read_meta, stale_token_files
 
 HF_NAME = "roneneldan/TinyStories"
@@ -62,16 +63,26 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
             raise SystemExit(f"{path} does not exist or is empty; pass the path of a plain text file.")
         if path is not None and not holds_text(path):
             raise SystemExit(f"{path} holds only whitespace; pass a file of stories.")
-        if path is not None and json_shape(path) == 'array':
+        if path is not None and json_shape(path) in ('array', 'object'):
             text = os.path.splitext(path)[0] + '.txt'
-            raise SystemExit(f"{path} is one JSON array of records, and prepare_tinystories.py reads plain text, "
+            what = "one JSON array of records" if json_shape(path) == 'array' else "one JSON object"
+            raise SystemExit(f"{path} is {what}, and prepare_tinystories.py reads plain text, "
                              f"stories separated by blank lines: write its texts that way first (`python -c \"import "
-                             f"json, sys; print((chr(10) * 2).join(r['text'] for r in json.load(open(sys.argv[1]))))\" "
-                             f"{shlex.quote(path)} > {shlex.quote(text)}`, for records with a 'text' field) and pass "
-                             f"{text}.")
+                             f"json, sys; d = json.load(open(sys.argv[1])); print((chr(10) * 2).join(r['text'] for r in "
+                             f"(d if isinstance(d, list) else [d])))\" {shlex.quote(path)} > {shlex.quote(text)}`, for "
+                             f"records with a 'text' field) and pass {text}.")
         if path is not None and (json_shape(path) == 'lines' or path.endswith((".jsonl", ".json"))):
             raise SystemExit(f"{path} is JSON lines, which prepare_owt.py --input_file reads; prepare_tinystories.py "
                              f"reads plain text, stories separated by blank lines.")
+        if path is not None and csv_header(path):
+            header = csv_header(path)
+            column = next((c for c in header if c.strip().lower() in ('text', 'story', 'content', 'body')), header[-1])
+            text = os.path.splitext(path)[0] + '.stories.txt'
+            raise SystemExit(f"{path} is CSV (its first line names the columns {', '.join(header[:4])}), and "
+                             f"prepare_tinystories.py reads plain text, stories separated by blank lines: write its "
+                             f"{column!r} column that way first (`python -c \"import csv, sys; print((chr(10) * 2).join("
+                             f"r[{column!r}] for r in csv.DictReader(open(sys.argv[1], newline=''))))\" "
+                             f"{shlex.quote(path)} > {shlex.quote(text)}`) and pass {text}.")
         if path is not None and eot_separated(path) and (lines := longest_block(path, eot=True)) > MAX_STORY_LINES:
             raise SystemExit(f"{path} separates stories by {EOT_LINE} lines, but has {lines:,} lines in a row without "
                              f"one, which would be read as one story (stories separated by blank lines, with "
@@ -83,6 +94,12 @@ def load_splits(input_file=None, val_file=None, val_fraction=0.05):
     if val_file and any(os.path.realpath(val_file) == os.path.realpath(p) for p in inputs):
         raise SystemExit(f"--val_file={val_file} is also an --input_file: validation text must be held out of "
                          f"training, so name another file or drop --val_file to hold out --val_fraction")
+    copied = [p for p in inputs if val_file and os.path.getsize(p) == os.path.getsize(val_file)
+              and file_sha256(p) == file_sha256(val_file)]
+    if copied:  # cp train.txt val.txt: the validation loss would score the training text
+        raise SystemExit(f"--val_file={val_file} holds the same bytes as --input_file={copied[0]} (a copy): validation "
+                         f"text must be held out of training, so name another file or drop --val_file to hold out "
+                         f"--val_fraction")
     files = {"train": inputs} | ({"val": val_file} if val_file else {})
     if sum(os.path.getsize(p) for p in inputs + ([val_file] if val_file else [])) < 100 << 20:
         datasets.disable_progress_bars()  # seconds of loading: its progress lines would only bury our own
@@ -162,6 +179,25 @@ def holds_text(path, chunk=1 << 20):
     return False
 
 
+MARKUP_LINE = re.compile(r"#{1,6}\s.*|[-*_=]{3,}")  # a Markdown heading or rule, as a line of its own
+
+
+def csv_header(path, rows=200):
+    """The column names when path is CSV (a spreadsheet's export of stories, whatever its name ends in): a
+    first line of two or more short names, and nine in ten of the next lines with that many fields; else
+    None. Prose, whose lines hold commas as it needs them, has no such columns."""
+    import csv
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+        try:
+            parsed = list(itertools.islice((r for r in csv.reader(f) if any(c.strip() for c in r)), rows + 1))
+        except csv.Error:
+            return None
+    if len(parsed) < 3 or len(parsed[0]) < 2 or not all(re.fullmatch(r"\s*[A-Za-z_][\w ]{0,30}\s*", c) for c in parsed[0]):
+        return None
+    same = sum(len(r) == len(parsed[0]) for r in parsed[1:])
+    return [c.strip() for c in parsed[0]] if same >= 0.9 * (len(parsed) - 1) else None
+
+
 def longest_block(path, limit=16 << 20, eot=False):
     """The most lines in a row without a blank one (with eot: without an <|endoftext|> line), in the first
     limit bytes of path: one document to the reader."""
@@ -176,6 +212,22 @@ def longest_block(path, limit=16 << 20, eot=False):
     return longest
 
 
+SENTENCE_BYTES = 4192  # SentencePieceTrainer's max_sentence_length: a longer line is left out of its training
+
+
+def trainer_lines(doc):
+    """The document's lines as SentencePiece's trainer reads them, a line longer than SENTENCE_BYTES cut at
+    spaces into pieces that fit (the trainer skips such a line without a word: a corpus of one-line
+    documents would train on almost nothing). TinyStories' lines all fit, so its vocabulary is unchanged."""
+    for line in doc.split("\n"):
+        while len(line.encode("utf-8")) > SENTENCE_BYTES:
+            cut = line.encode("utf-8")[:SENTENCE_BYTES].decode("utf-8", "ignore")
+            cut = cut[:cut.rfind(" ")] if " " in cut[1:] else cut  # at a space; a run without one, anywhere
+            yield cut
+            line = line[len(cut):].lstrip(" ")
+        yield line
+
+
 def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False, max_stories=0):
     """Learn a BPE SentencePiece vocab from the first vocab_docs stories; writes model_file and .vocab.
     max_stories: the --max_stories that cut the training stories, which a sentence on too little text names."""
@@ -184,7 +236,7 @@ def train_vocab(train, model_file, vocab_size, vocab_docs, verbose=False, max_st
     try:
         with open(text_file, "w", encoding="utf-8") as f:
             for doc in train.select(range(min(vocab_docs, len(train))))["text"]:
-                f.write(doc + "\n")
+                f.write("".join(line + "\n" for line in trainer_lines(doc)))
         # byte_fallback: a character unseen here becomes its UTF-8 bytes, never <unk>; identity: no NFKC
         # rewriting of the text; split_digits keeps numbers from merging into thousands of number pieces.
         spm.SentencePieceTrainer.train(
@@ -394,7 +446,9 @@ def check_prepared(out_dir, source, val_file, val_fraction, vocab_size, model_fi
 @releasing_locks
 def main(argv=None):
     args = parse_flags(FLAGS, argv)
-    check_cache("HF_DATASETS_CACHE", datasets.config.HF_DATASETS_CACHE)  # load_dataset writes there, local files too
+    tie_workers()
+    check_cache("HF_DATASETS_CACHE", datasets.config.HF_DATASETS_CACHE, writes=True)  # load_dataset writes there,
+    # local files too
     if args.input_file is None and (args.val_file is not None or args.val_fraction != FLAGS["val_fraction"].default):
         raise SystemExit("--val_file and --val_fraction split --input_file: the Hub's TinyStories has its own "
                          "validation split, so pass --input_file too, or drop them")
@@ -429,6 +483,12 @@ def main(argv=None):
         if swapped:
             print(f"note: --val_file holds more documents than --input_file; if the two are the wrong way "
                   f"round, run again with them swapped")
+        sample = splits["train"].select(range(min(10_000, len(splits["train"]))))["text"]
+        marks = sum(bool(MARKUP_LINE.fullmatch(t.strip())) for t in sample)
+        if marks > 0.1 * len(sample):  # a Markdown file: each '# Title' or '---' between blank lines is a document
+            print(f"note: {marks:,} of the first {len(sample):,} training documents are a heading or a rule alone "
+                  f"('# Title', '---': Markdown?), each read as a document of its own, as blank lines separate "
+                  f"stories: remove those lines, or join each heading to its story, if they are no stories")
     created = not os.path.isdir(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     lock.hold()

@@ -53,7 +53,7 @@ import torch
 
 import diagnose
 import memory
-from configurator import flag, folder_kind, parse_flags
+from configurator import PRCTL, flag, folder_kind, parse_flags
 from model import GPT
 from tokens import open_tokens, read_meta
 
@@ -131,13 +131,6 @@ def dies_with_parent():
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
     if PRCTL is not None:
         PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-try:  # loaded before any child is started: the child, forked from a threaded process, only calls it
-    import ctypes
-    PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith('linux') else None
-except (OSError, AttributeError):
-    PRCTL = None
 
 
 ECHOED = set()  # the scripts' notes passed on so far: each once, however many runs give it
@@ -316,10 +309,13 @@ def earlier_results(assets, args, train_args):
     now = (list(args.seeds), sorted(args.settings), list(train_args))
     if had[2] == now[2] and set(had[0]) <= set(now[0]) and set(had[1]) <= set(now[1]):
         return None  # itself again, or grown by settings or seeds: its results then hold the earlier ones
-    said = lambda seeds, settings, extra: (f"seeds {','.join(map(str, seeds))}, {len(settings)} settings, "
+    said = lambda seeds, settings, extra: (f"seed{'s' * (len(seeds) > 1)} {','.join(map(str, seeds))}; "
+                                           f"{len(settings)} settings; "
                                            + (f"train.py {' '.join(extra)}" if extra else "the default schedule"))
+    instead = (f"choose another --out_root (whose runs and results/ are this one's alone)" if args.assets is None else
+               f"choose another --assets" + (", and another --out_root for its runs" if had[2] != now[2] else ""))
     return (f"--assets={assets} holds the results of another reproduction ({said(*had)}), which this one "
-            f"({said(*now)}) would replace: choose another --assets, or remove {os.path.join(assets, 'results.json')} "
+            f"({said(*now)}) would replace: {instead}, or remove {os.path.join(assets, 'results.json')} "
             f"to replace them")
 
 

@@ -7,6 +7,7 @@ saved beside the data. The references are tiktoken, a word-to-id table and trans
 
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -249,6 +250,39 @@ def test_a_gpt2_with_a_pad_token_added_reads_gpt2_tokens(tmp_path):
     assert tokenizer_reference(str(other))['kind'] == 'hf'
 
 
+def test_documents_of_one_long_line_each_train_the_vocabulary_on_all_their_text(tmp_path):
+    """SentencePiece's trainer leaves out, without a word, every line longer than its max_sentence_length
+    (4,192 bytes): a corpus whose documents are one long line each trained its vocabulary on almost nothing
+    and then could not make a 2,048-piece one ("too little text"). The prepare cuts such lines at spaces for
+    the trainer: every piece fits, together they are the line, and the vocabulary is made."""
+    import prepare_tinystories
+    stories = open(SHARED / 'tinystories' / 'train_sample.txt', encoding='utf-8').read().split('\n\n')
+    docs = [' '.join(s.replace('\n', ' ') for s in stories[i:i + 40]) for i in range(0, len(stories), 40)]
+    docs = [d for d in docs if len(d.encode()) > prepare_tinystories.SENTENCE_BYTES]  # ~8 kB lines
+    assert len(docs) >= 100
+    for doc in docs[:5]:
+        pieces = list(prepare_tinystories.trainer_lines(doc))
+        assert all(len(p.encode()) <= prepare_tinystories.SENTENCE_BYTES for p in pieces)
+        assert ' '.join(pieces).split() == doc.split()
+    (tmp_path / 'long.txt').write_text('\n\n'.join(docs), encoding='utf-8')
+    run('prepare_tinystories.py', f"--input_file={tmp_path / 'long.txt'}", '--vocab_size=2048', '--val_fraction=0.1',
+        f"--out_dir={tmp_path / 'data'}")
+    assert json.load(open(tmp_path / 'data' / 'meta.json'))['vocab_size'] == 2048
+
+
+def test_markdown_headings_and_rules_between_blank_lines_are_noted_as_documents_of_their_own(tmp_path):
+    """Blank lines separate stories, so in a Markdown file each '# Title' and '---' line between blank lines
+    is a document of its own: prepare_tinystories.py says how many, which plain stories never trigger."""
+    stories = open(SHARED / 'tinystories' / 'train_sample.txt', encoding='utf-8').read().split('\n\n')[:400]
+    (tmp_path / 'stories.md').write_text('\n\n'.join(f'# Story {i}\n\n{s}\n\n---' for i, s in enumerate(stories)),
+                                         encoding='utf-8')
+    (tmp_path / 'plain.txt').write_text('\n\n'.join(stories), encoding='utf-8')
+    said = [run('prepare_tinystories.py', f'--input_file={tmp_path / name}', '--vocab_size=512',
+                f'--out_dir={tmp_path / name}.data').stdout for name in ('stories.md', 'plain.txt')]
+    assert re.search(r"note: [\d,]+ of the first [\d,]+ training documents are a heading or a rule alone", said[0])
+    assert 'note:' not in said[1]
+
+
 def test_stories_separated_by_end_of_text_lines_read_as_blank_line_paragraphs(tmp_path):
     """TinyStoriesV2's raw text files end each story with a line <|endoftext|>: prepare_tinystories.py
     reads them as the same stories as a file that separates them by blank lines (load_dataset's
@@ -316,9 +350,11 @@ def test_the_prepare_command_a_broken_data_folder_names_mends_it(data_dir, tmp_p
         assert (broken / name).read_bytes() == (data_dir / name).read_bytes(), name
 
 
-@pytest.mark.parametrize('fault', ['latin1', 'one per line', 'json array', 'json array (owt)'])
+@pytest.mark.parametrize('fault', ['latin1', 'cp1252', 'one per line', 'csv', 'json array', 'json array (owt)',
+                                   'json object (owt)'])
 def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads(tmp_path, fault):
-    """A text file the prepare scripts refuse (Latin-1 bytes, a story per line, one JSON array of records),
+    """A text file the prepare scripts refuse (Latin-1 or Windows-1252 bytes, a story per line, CSV, one JSON array of
+    records or one pretty-printed JSON object),
     in a folder whose name holds spaces, is named with the shell command that converts it: run by bash
     exactly as printed, that command writes the file the sentence says to pass, and the prepare reads it.
     The reference for "as printed" is bash itself, not the scripts' quoting."""
@@ -329,10 +365,17 @@ def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads
     stories = open(SHARED / 'tinystories' / 'train_sample.txt', encoding='utf-8').read()[:60_000].split('\n\n')
     script = 'prepare_owt.py' if fault.endswith('(owt)') else 'prepare_tinystories.py'
     source = folder / ('stories 1.json' if fault.startswith('json') else 'stories 1.txt')
-    if fault == 'latin1':
-        source.write_bytes(('\n\n'.join(stories) + '\n\nLe caf\u00e9.\n').encode('latin-1', 'replace'))
+    if fault in ('latin1', 'cp1252'):  # Windows-1252's curly quotes are C1 controls in Latin-1: each its own iconv
+        source.write_bytes(('\n\n'.join(stories) + '\n\nLe caf\u00e9, \u201cdit-il\u201d.\n').encode(
+            'latin-1' if fault == 'latin1' else 'cp1252', 'replace'))
     elif fault == 'one per line':
         source.write_text('\n'.join(s.replace('\n', ' ') for s in stories), encoding='utf-8')
+    elif fault == 'csv':  # a spreadsheet's export, named .txt
+        import csv
+        with open(source, 'w', newline='', encoding='utf-8') as f:
+            csv.writer(f).writerows([('id', 'story')] + list(enumerate(stories)))
+    elif fault.startswith('json object'):  # one document, pretty-printed
+        source.write_text(json.dumps({'text': '\n\n'.join(stories)}, indent=2), encoding='utf-8')
     else:
         source.write_text(json.dumps([{'text': s} for s in stories], indent=2), encoding='utf-8')
     out = ['--vocab_size=512'] if script == 'prepare_tinystories.py' else ['--skip_pile', '--val_fraction=0.05']
@@ -345,8 +388,16 @@ def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads
         (tmp_path / 'spaced.txt' if fault == 'one per line' else
          folder / re.search(r"pass .*/my texts/([^/]+?)\.?(?: to \S+)?$", proc.stderr.strip()).group(1))
     assert passed.is_file() and passed.stat().st_size > 0, proc.stderr
+    if fault.startswith('json object'):  # one document: its line is the object itself (one cannot be held out)
+        assert [json.loads(line) for line in passed.read_text().splitlines()] == [json.loads(source.read_text())]
+        return
     run(script, f'--input_file={passed}', f'--out_dir={tmp_path / "data"}', *out)
     assert (tmp_path / 'data' / 'meta.json').is_file()
+    if fault == 'csv':  # the stories themselves, not the rows: as many documents as there were rows
+        assert passed.read_text(encoding='utf-8').split('\n\n')[:3] == [s.strip('\n') for s in stories[:3]]
+    if fault == 'cp1252':  # the text as written: its quotes, and no control character in their place
+        text = passed.read_text(encoding='utf-8')
+        assert '\u201cdit-il\u201d' in text and not any('\x80' <= c <= '\x9f' for c in text)
 
 
 def test_the_prepare_command_evaluate_names_for_a_broken_pile_set_mends_it(tmp_path):
@@ -556,9 +607,9 @@ def test_a_reproduction_keeps_runs_of_a_copied_data_folder_and_results_of_its_ow
     assert reproduce.earlier_results(str(assets), fewer, []).startswith(f'--assets={assets} holds the results of')
     smoke = parse_flags(reproduce.FLAGS, ['--seeds=1', '--settings=baseline,internal'])
     said = reproduce.earlier_results(str(assets), smoke, ['--max_iters=8'])
-    assert said.startswith(f'--assets={assets} holds the results of another reproduction (seeds 1337,1338,1339, '
-                           f'{len(full.settings)} settings, the default schedule), which this one (seeds 1, 2 '
-                           f'settings, train.py --max_iters=8) would replace'), said
+    assert said.startswith(f'--assets={assets} holds the results of another reproduction (seeds 1337,1338,1339; '
+                           f'{len(full.settings)} settings; the default schedule), which this one (seed 1; 2 '
+                           f'settings; train.py --max_iters=8) would replace: choose another --out_root'), said
 
 
 def test_a_reproduction_redrawn_with_fewer_runs_keeps_no_copies_of_the_others(data_dir, tmp_path):

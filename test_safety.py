@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 
 import pytest
@@ -421,6 +422,91 @@ def test_ctrl_c_in_a_script_is_one_line(data_dir, tmp_path, how):
             'SIGUSR1': "SIGUSR1 (a scheduler's warning that the job's time is up?)",
             'SIGXCPU': 'the CPU-time limit (ulimit -t) ran out (SIGXCPU)'}[how]
     assert proc.returncode != 0 and lines == [f"sample.py stopped: {said}"], err[-2000:]
+
+
+@pytest.mark.parametrize('how', ['Ctrl-C to the job', 'kill -9'])
+def test_a_prepare_stopped_while_its_workers_tokenize_leaves_none_behind(tmp_path, how):
+    """prepare_tinystories.py tokenizes in worker processes (datasets' map). Ctrl-C from the terminal reaches
+    the whole job: it stops with its own one line, not a traceback per worker. kill -9 of the script alone
+    takes its workers with it, where they had lived on holding the data folder's lock, so that every rerun
+    was told to wait for them. Either way no worker is left, and the same command then finishes the folder."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import ROOT, SHARED
+    text = tmp_path / 'stories.txt'
+    text.write_text(open(SHARED / 'tinystories' / 'train_sample.txt', encoding='utf-8').read() * 6, encoding='utf-8')
+    command = [sys.executable, 'prepare_tinystories.py', f'--input_file={text}', '--vocab_size=512', '--num_proc=2',
+               f"--val_file={SHARED / 'tinystories' / 'valid_sample.txt'}", f"--out_dir={tmp_path / 'data'}"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: (heeds_ctrl_c(), os.setpgrp()))  # a job of its own, as a shell makes
+    group = lambda: subprocess.run(['pgrep', '-g', str(proc.pid)], capture_output=True, text=True).stdout.split()
+    for _ in range(1200):  # its workers are up: the vocabulary is written, and they tokenize
+        if len(group()) > 1 or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert proc.poll() is None and len(group()) > 1, "the prepare ended before its workers could be stopped"
+    if how == 'kill -9':
+        proc.kill()
+    else:
+        os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    lines = [line for line in err.splitlines() if line.strip()]
+    if how != 'kill -9':
+        assert proc.returncode != 0 and lines == ['prepare_tinystories.py stopped: interrupted (Ctrl-C)'], err[-3000:]
+    for _ in range(100):  # every worker of the job gone
+        left = group()
+        if not left:
+            break
+        time.sleep(0.1)
+    assert not left, f"workers left behind: {left}"
+    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and (tmp_path / 'data' / 'meta.json').is_file(), again.stderr[-2000:]
+
+
+def test_a_datasets_cache_that_cannot_be_written_is_one_sentence(tmp_path):
+    """HF_DATASETS_CACHE naming a folder that exists but cannot be written (chattr +i: root too; a read-only
+    mount) stops a prepare script with one sentence before datasets tries its lock file there (a filelock
+    PermissionError traceback)."""
+    import subprocess
+    from conftest import SHARED
+    cache = tmp_path / 'cache'
+    cache.mkdir()
+    if subprocess.run(['chattr', '+i', str(cache)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (needs root and a file system that keeps the attribute)")
+    try:
+        proc = run('prepare_owt.py', f"--input_file={SHARED / 'openwebtext' / 'sample.jsonl'}", '--skip_pile',
+                   f"--out_dir={tmp_path / 'data'}", check=False, env={'HF_DATASETS_CACHE': str(cache)})
+    finally:
+        subprocess.run(['chattr', '-i', str(cache)], check=True)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith(f'HF_DATASETS_CACHE={cache} cannot be '
+                                                                            f'written'), proc.stderr[-2000:]
+    assert not (tmp_path / 'data').exists()
+
+
+def test_a_resume_in_a_folder_that_cannot_be_written_says_to_copy_the_run(data_dir, tmp_path):
+    """A run's folder that cannot be written (a read-only mount; chattr +i here) cannot take the resumed
+    run's checkpoints: the sentence says to copy the run elsewhere and resume the copy, not to choose another
+    folder (which holds no checkpoint); the copy, resumed as said, trains."""
+    import subprocess
+    out = tmp_path / 'run'
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--stop_iter=8')
+    if subprocess.run(['chattr', '+i', str(out)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (needs root and a file system that keeps the attribute)")
+    try:
+        proc = run('train.py', '--init_from=resume', f'--out_dir={out}', check=False)
+    finally:
+        subprocess.run(['chattr', '-i', str(out)], check=True)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1 and len(lines) == 1 and "copy the run's folder to a place you may write" in lines[0]
+    copy, flag = re.search(r"`cp -r (\S+) (\S+)`, then --out_dir=(\S+)\)", lines[0]).groups()[1:]
+    assert flag == copy
+    copy = tmp_path / 'copied'  # the advice's own place is the system's temporary folder: here, one of the test's
+    subprocess.run(['cp', '-r', str(out), str(copy)], check=True)
+    run('train.py', '--init_from=resume', f'--out_dir={copy}', '--stop_iter=12')
 
 
 def test_a_signal_after_a_scripts_last_line_changes_nothing():
