@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from configurator import FlagError, configure_globals, flag
+from configurator import FlagError, configure_globals, flag, script_path
 from hf import export_source, from_pretrained, init_from_conflict, is_export, tokenizer_reference
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    pick_device, replaced_run, run_checkpoint, taper_note)
@@ -109,10 +109,10 @@ def data_advice(ref):
             os.path.abspath(own) != os.path.abspath(data_dir):
         return f"pass --data_dir={shlex.quote(own)} (the data the run trained on)"
     if (ref or {}).get('kind') != 'hf':
-        return "prepare it with `python prepare_owt.py`, or pass the --data_dir it wrote"
+        return f"prepare it with `python {script_path('prepare_owt.py')}`, or pass the --data_dir it wrote"
     source = init_from if init_from != 'resume' else trained.get('init_from')
     model = shlex.quote(source) if isinstance(source, str) and source not in ('scratch', 'resume') else '<the model>'
-    return f"prepare it with `python prepare_owt.py --tokenizer={model}`, or pass the --data_dir it wrote"
+    return f"prepare it with `python {script_path('prepare_owt.py')} --tokenizer={model}`, or pass the --data_dir it wrote"
 
 
 def load_model():
@@ -213,7 +213,7 @@ def chunks_of(data, split, chunk_len, vocab_size):
              f"again with `python {prepare_command(data_dir)}` (a file cut short, or too little text)")
     if n_chunks == 0:
         fail(f"{data_dir}/{split}.bin holds {len(data) // chunk_len} chunks of {chunk_len} tokens, fewer than "
-             f"batch_size={batch_size}: lower --batch_size, or prepare more data with `python prepare_owt.py`")
+             f"batch_size={batch_size}: lower --batch_size, or prepare more data with `python {script_path('prepare_owt.py')}`")
     top = int(data[:n_chunks * chunk_len].max())
     if top >= vocab_size:
         fail(f"cannot evaluate: {data_dir}/{split}.bin holds token id {top}, beyond the model's vocabulary of "

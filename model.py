@@ -404,9 +404,10 @@ def pick_device(device):
 def replaced_hint(folder):
     """When folder holds no checkpoint because an --overwrite run was killed before its first one, the
     words that say so: the run it replaced waits in folder/.replaced, and a resume puts it back. Else None."""
+    from configurator import script_path
     if os.path.isdir(os.path.join(folder, '.replaced')) and not os.path.isfile(os.path.join(folder, 'ckpt.pt')):
         return (f"an --overwrite run in {folder} was killed before its first checkpoint, and the run it replaced "
-                f"waits in {folder}/.replaced: `python train.py --init_from=resume --out_dir={shlex.quote(folder)}` puts it back")
+                f"waits in {folder}/.replaced: `python {script_path('train.py')} --init_from=resume --out_dir={shlex.quote(folder)}` puts it back")
     return None
 
 
@@ -533,6 +534,7 @@ def folded_note(ckpt, path=None):
 def fold_hint(out_dir):
     """What to do when out_dir has no ckpt_folded.pt: fold the run, unless its model has no norm that
     folds (a Baseline, or DyT), whose own ckpt.pt is the model to use."""
+    from configurator import script_path
     try:
         ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), map_location='cpu', weights_only=True, mmap=True)
         args = ckpt['model_args']
@@ -544,9 +546,9 @@ def fold_hint(out_dir):
         return f"{out_dir} is {kind}, which has no norm that folds, so no folded checkpoint: use its ckpt.pt (drop --ckpt)"
     if isinstance(ckpt, dict) and taper_note(ckpt):  # mid-taper, or FakeLN removals left: fold.py refuses it yet
         return (f"{out_dir}'s run has not reached its norm-free end (iter {ckpt.get('iter_num')}), which is what folds: "
-                f"train it on with `python train.py --init_from=resume --out_dir={shlex.quote(out_dir)}`, then fold it; or "
+                f"train it on with `python {script_path('train.py')} --init_from=resume --out_dir={shlex.quote(out_dir)}`, then fold it; or "
                 f"sample its ckpt.pt as it is (drop --ckpt)")
-    return f"fold the run first with `python fold.py --out_dir={shlex.quote(out_dir)}`"
+    return f"fold the run first with `python {script_path('fold.py')} --out_dir={shlex.quote(out_dir)}`"
 
 
 CKPT_ENDINGS = ('.pt', '.pth', '.ckpt', '.tar')  # what a checkpoint copied or renamed by hand may end in

@@ -26,7 +26,7 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 import torch
 
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
-from configurator import FlagError, configure_globals, flag, not_utf8, special_kind
+from configurator import FlagError, configure_globals, flag, not_utf8, script_path, special_kind
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    pick_device, replaced_run, run_checkpoint, taper_note)
 from tokens import load_tokenizer, tokenizer_size
@@ -143,7 +143,7 @@ if init_from == 'resume':
     broken_link(path, 'sample')
     if not os.path.isfile(path) and not os.path.isdir(path):
         hint = missing_hint(out_dir, ckpt,
-                            "pass --out_dir=<a run's folder> (train one with `python train.py`) or --init_from=<an HF model>", init_from=True)
+                            f"pass --out_dir=<a run's folder> (train one with `python {script_path('train.py')}`) or --init_from=<an HF model>", init_from=True)
         fail(f"cannot sample: no checkpoint at {path}: {hint}")
     try:
         checkpoint = load_checkpoint(path, device)

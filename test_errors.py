@@ -44,6 +44,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('missing config file', 'train.py', ['{root}/nofile.py'], 'not found', None),
     ('config file with a syntax error', 'train.py', ['{root}/syntax.py', *T], 'syntax.py, line 2', None),
     ('config file that raises', 'train.py', ['{root}/nameerror.py', *T], 'NameError', None),
+    ("a config file that sweeps a flag in a loop", 'train.py', ['{root}/sweep.py', *T],
+     'sets learning_rate in a loop, which leaves only its last value', None),
+    ("a config file that adds to sys.argv", 'train.py', ['{root}/argv_cfg.py', *T],
+     'changes sys.argv (--max_iters=20), which train.py read before it ran the file', None),
     ("a config file's relative data_dir, meant from the file's folder", 'train.py',
      ['{root}/cfgsub/relative.py', *TINY, '--out_dir={root}/fresh'], "a path read from the folder you run in", None),
     ("--mask_eot_targets on TinyStories data, which has no end-of-text token", 'train.py', [*T, '--mask_eot_targets'],
@@ -818,6 +822,12 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ("sample: a GPT-2-token run, tiktoken's cached vocab.bpe cut short (tiktoken would remove it)", 'sample.py',
      ['--out_dir={root}/gpt2tok_run', '--device=cpu', '--max_new_tokens=2'], 'is not that file (its sha256 differs',
      {'TIKTOKEN_CACHE_DIR': '{root}/tkcut', 'HF_HUB_OFFLINE': '1'}),
+    ('prepare_tinystories: --input_file followed by the files a shell pattern expanded to', 'prepare_tinystories.py',
+     ['--input_file', '{root}/globbed/a.txt', '{root}/globbed/b.txt', '{root}/globbed/c.txt', '--out_dir={root}/p19'],
+     'is followed by 3 files apart by spaces (a pattern such as', None),
+    ('prepare_tinystories: --val_file a byte-identical copy of --input_file', 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt', '--val_file={root}/globbed/a.txt', '--out_dir={root}/p20'],
+     'holds the same bytes as --input_file=', None),
     # checkpoints that cannot be what they claim
     ('a folded checkpoint resumed as ckpt.pt', 'train.py', ['--init_from=resume', '--out_dir={root}/foldasckpt'],
      'is a folded checkpoint', None),
@@ -1105,7 +1115,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     # twenty-third sweep
     ("reproduce: a smoke test into an --assets that holds a full reproduction's results", 'reproduce.py',
      ['--assets={root}/assets_full', '--out_root={root}/rp', '--seeds=1', '--settings=baseline,internal'],
-     'holds the results of another reproduction (seeds 1337,1338,1339', None),
+     'holds the results of another reproduction (seeds 1337,1338,1339; ', None),
     ("a script run inside a Jupyter kernel, whose command line is the kernel's", 'train.py',
      ['-f', '{root}/jupyter/runtime/kernel-4f1c.json'], "this one is a Jupyter kernel's", None),
     ("sample: run inside a Jupyter kernel", 'sample.py', ['-f', '{root}/kernel-1.json'],
@@ -1385,6 +1395,9 @@ def make_workspace(root, data_dir):
     os.makedirs(f'{root}/cfgsub')  # a config file naming its data relative to its own folder (../shortval)
     open(f'{root}/cfgsub/relative.py', 'w').write("data_dir = '../shortval'\n")
     open(f'{root}/own_lr.py', 'w').write("def get_lr(it):  # a constant learning rate, nanoGPT-style\n    return 1e-3\n")
+    open(f'{root}/sweep.py', 'w').write("for lr in [1e-3, 3e-4]:  # a sweep\n    learning_rate = lr\n")
+    open(f'{root}/argv_cfg.py', 'w').write("import sys\nsys.argv += ['--max_iters=20']\n")
+    open(f'{root}/loop_ok.py', 'w').write("n_layer = 1\nfor _ in range(2):  # a value computed in a loop\n    n_layer *= 2\n")
     open(f'{root}/helper_fn.py', 'w').write("def width(d):\n    return 4 * d\n\n\nmlp_hidden = width(32)\n")
     open(f'{root}/badkey.py', 'w').write("learning_rat = 1e-3\n")
     open(f'{root}/gpt2_gqa.py', 'w').write("arch = 'gpt2'\nnorm = 'layernorm'\nn_kv_head = 2\n")
@@ -1400,6 +1413,9 @@ def make_workspace(root, data_dir):
     open(f'{root}/cut_utf8.jsonl', 'wb').write('{"input_ids": [1]}\n{"input_ids": [2]} \u00e9'.encode()[:-1])
     open(f'{root}/small.txt', 'w').write(open(SHARED / 'tinystories' / 'train_sample.txt').read()[:20_000])
     shutil.copy(f'{root}/small.txt', f'{root}/stories,v2.txt')  # a file whose name holds a comma
+    os.makedirs(f'{root}/globbed')  # files a shell pattern expands to, one argument each
+    for name in ('a.txt', 'b.txt', 'c.txt'):
+        shutil.copy(f'{root}/small.txt', f'{root}/globbed/{name}')
     shutil.copytree(SHARED / 'tiktoken', f'{root}/tkcut')  # tiktoken's cache, its vocab.bpe cut short
     os.chmod(f'{root}/tkcut', 0o755)
     for name in os.listdir(f'{root}/tkcut'):
@@ -1960,6 +1976,7 @@ ACCEPTED = [  # (case, script, arguments, environment)
                                                            '--max_new_tokens=2'], None),
     ('a config file saved with a byte-order mark', 'train.py', ['{root}/bom.py', *T, '--memory_plan'], None),
     ('a config file with a helper function of its own', 'train.py', ['{root}/helper_fn.py', *T, '--memory_plan'], None),
+    ('a config file that computes a value in a loop', 'train.py', ['{root}/loop_ok.py', *T, '--memory_plan'], None),
     ('sample: a prompt file named with ~ after FILE:', 'sample.py', ['--out_dir={root}/run', '--device=cpu',
                                                                     '--start=FILE:~/prompt.txt', '--max_new_tokens=4'],
      {'HOME': '{root}'}),

@@ -152,17 +152,20 @@ def assert_same_run(straight, split):
 def test_resume_from_every_taper_phase_continues_the_same_run_bitwise(runs, data_dir, tmp_path, stop):
     """A run stopped at any phase and resumed is the run that never stopped. Before taper start
     gammatilde has no AdamW state yet; the resumed run must not invent one. Mid-taper, the run's folder
-    name holds a space, and the command printed to continue it runs in bash as printed."""
+    name holds a space; at g = 0 the run is started from a folder of the user's, not the repository's
+    (python <repository>/train.py); each time the command printed to continue it runs in bash as printed,
+    where it was started."""
     out = tmp_path / ('my run' if stop == 20 else 'run')
+    where = tmp_path if stop == 36 else ROOT
     common = [*TINY, f'--data_dir={data_dir}', '--taper=all', '--aux_loss=fixed', f'--out_dir={out}']
-    stopped = run('train.py', *common, f'--stop_iter={stop}')
-    printed = re.search(r"continue the run with `(python train.py --init_from=resume --out_dir=[^`]+)`", stopped.stdout)
+    stopped = run('train.py', *common, f'--stop_iter={stop}', cwd=where)
+    printed = re.search(r"continue the run with `(python \S*train.py --init_from=resume --out_dir=[^`]+)`", stopped.stdout)
     assert printed, stopped.stdout[-2000:]
     phase = torch.load(out / 'ckpt.pt', weights_only=True)
     assert phase['iter_num'] == stop
     assert any('taper_weight' in k for k in phase['optimizer']['state']) == (stop > 8)
-    if stop == 20:
-        resumed = subprocess.run(['bash', '-c', printed.group(1).replace('python', sys.executable, 1)], cwd=ROOT,
+    if stop in (20, 36):
+        resumed = subprocess.run(['bash', '-c', printed.group(1).replace('python', sys.executable, 1)], cwd=where,
                                  capture_output=True, text=True)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
     else:

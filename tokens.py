@@ -156,22 +156,30 @@ def inner_data(folder, split, vocab_size=None, tokenizer=None):
 
 def json_shape(path):
     """'array' for a file that is one JSON array (a .json download of records, often pretty-printed),
-    'lines' for JSON lines (one object per line), None for anything else: told by its first character,
-    not its name."""
+    'object' for one JSON object spread over its lines (pretty-printed), 'lines' for JSON lines (one
+    object per line), None for anything else: told by its content, not its name."""
     with open(path, 'rb') as f:
         head = f.read(1 << 16).removeprefix(b'\xef\xbb\xbf').lstrip()
     if head[:1] == b'[' and head[1:].lstrip()[:1] in (b'{', b'"', b']'):  # '[{"text": ...', not '[Chapter 1]'
         return 'array'
     try:
         return 'lines' if isinstance(json.loads(head.partition(b'\n')[0]), dict) else None
-    except ValueError:  # not JSON, or a first line longer than the head read
+    except ValueError:  # not JSON, a first line longer than the head read, or an object over many lines
+        if head[:1] == b'{' and head[1:].lstrip()[:1] in (b'"', b'}') and os.path.getsize(path) < 1 << 30:
+            try:
+                with open(path, encoding='utf-8-sig') as f:
+                    return 'object' if isinstance(json.load(f), dict) else None
+            except ValueError:
+                pass
         return 'lines' if head[:2] == b'{"' else None
 
 
 def json_array_to_lines(path):
-    """The command that writes a JSON array's records one per line, beside it; and that file's name."""
+    """The command that writes a JSON array's records (or one JSON object) one per line, beside it; and
+    that file's name."""
     lines = os.path.splitext(path)[0] + '.jsonl'
-    return (f"python -c \"import json, sys; [print(json.dumps(r)) for r in json.load(open(sys.argv[1]))]\" "
+    return (f"python -c \"import json, sys; d = json.load(open(sys.argv[1])); "
+            f"[print(json.dumps(r)) for r in (d if isinstance(d, list) else [d])]\" "
             f"{shlex.quote(path)} > {shlex.quote(lines)}"), lines
 
 
@@ -179,6 +187,7 @@ def prepare_command(data_dir, vocab_size=None):
     """The prepare script and flags that write data_dir (again): the script its meta.json's tokenizer
     names (else the one the folder's name suggests), with the local files it records (text, and the
     Pile sets' rows), so that the command reads them rather than the hub."""
+    from configurator import script_path
     try:
         meta = read_meta(data_dir) if os.path.isdir(data_dir) else {}
     except ValueError:
@@ -190,7 +199,7 @@ def prepare_command(data_dir, vocab_size=None):
               if isinstance(meta.get(key), str) and (os.path.isfile(meta[key]) or all(
                   os.path.isfile(path.strip()) for path in meta[key].split(',')))}
     if kind in ('tiktoken', 'hf') or (kind is None and ('owt' in data_dir or 'openwebtext' in data_dir)):
-        cmd = 'prepare_owt.py' + (f" --tokenizer={meta['tokenizer_name']}" if kind == 'hf' else '')
+        cmd = script_path('prepare_owt.py') + (f" --tokenizer={meta['tokenizer_name']}" if kind == 'hf' else '')
         cmd += ''.join(f' --{flag}={shlex.quote(path)}' for flag, path in inputs.items() if flag != 'val_file')
         if 'input_file' in inputs and isinstance(meta.get('val_fraction'), float):  # a folder refuses another
             cmd += f" --val_fraction={meta['val_fraction']}"
@@ -201,7 +210,7 @@ def prepare_command(data_dir, vocab_size=None):
         return cmd + ('' if default else f' --out_dir={shlex.quote(data_dir)}')
     vocab_size = pieces(os.path.join(data_dir, 'tokenizer.model')) or meta.get('vocab_size') or vocab_size or 0
     default = os.path.normpath(data_dir) == f'data/tinystories{vocab_size}'
-    return ('prepare_tinystories.py' + (f' --vocab_size={vocab_size}' if 260 <= vocab_size < 2**16 else '')
+    return (script_path('prepare_tinystories.py') + (f' --vocab_size={vocab_size}' if 260 <= vocab_size < 2**16 else '')
             + ('' if default else f' --out_dir={shlex.quote(data_dir)}')
             + ''.join(f' --{flag}={shlex.quote(path)}' for flag, path in inputs.items()
                       if flag in ('input_file', 'val_file')))
@@ -218,6 +227,7 @@ def token_dtype(data_dir):
 def raw_text(data_dir):
     """One sentence when data_dir holds text a prepare script reads (--input_file) and no token file
     at all: a folder of downloads given where a prepared folder belongs. None otherwise."""
+    from configurator import script_path
     names = os.listdir(data_dir) if os.path.isdir(data_dir) else []
     if 'ckpt.pt' in names or {'config.json', 'log.jsonl'} <= set(names):  # a run's folder: its log is no text
         try:
@@ -234,10 +244,10 @@ def raw_text(data_dir):
     if text == ['tokenizer_train.txt']:  # prepare_tinystories.py's own first file: a prepare stopped part-way
         return (f"{data_dir} holds only tokenizer_train.txt, the file prepare_tinystories.py writes first: a "
                 f"prepare stopped part-way, with no tokens yet; run the same prepare command into it again (`python "
-                f"prepare_tinystories.py --input_file=<your text> --out_dir={shlex.quote(data_dir)}`), which finishes it")
+                f"{script_path('prepare_tinystories.py')} --input_file=<your text> --out_dir={shlex.quote(data_dir)}`), which finishes it")
     script = 'prepare_owt.py' if text[0].endswith('.jsonl') else 'prepare_tinystories.py'
     return (f"{data_dir} holds text ({', '.join(text[:2])}), not the tokens a prepare script writes: prepare it "
-            f"into a folder of its own, e.g. `python {script} --input_file={shlex.quote(os.path.join(data_dir, text[0]))} "
+            f"into a folder of its own, e.g. `python {script_path(script)} --input_file={shlex.quote(os.path.join(data_dir, text[0]))} "
             f"--out_dir=data/mine`, and pass that folder as --data_dir")
 
 

@@ -57,7 +57,7 @@ from tokens import (data_tokenizer, inner_data, open_tokens, other_tokens, prepa
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
 # config file and --key=value; each flag says what it takes (configurator.py), and --help lists them.
 from configurator import (Flag, FlagError, configure_globals, discard, elsewhere_remedy, flag, folder_kind, init_from_mistake,  # noqa: E402
-                          locked, write_failure, write_remedy)
+                          locked, script_path, write_failure, write_remedy)
 # I/O
 out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out',
                read_only_when=lambda values: values['eval_only'] or values['memory_plan'])  # they write nothing
@@ -179,7 +179,7 @@ configurator.printing('train.py')  # `train.py | head` must not stop the run
 def continue_command():
     """The command that continues this run from its checkpoint, started as this one was: under torchrun,
     with its ranks (an FSDP run's config keeps fsdp=True, which one process refuses)."""
-    command = f"train.py --init_from=resume --out_dir={shlex.quote(out_dir)}"
+    command = f"{script_path('train.py')} --init_from=resume --out_dir={shlex.quote(out_dir)}"
     if not ddp:
         return f"`python {command}`"
     if os.environ.get('LOCAL_WORLD_SIZE', '').strip() == str(world_size):  # one machine
@@ -707,7 +707,7 @@ def check_tokens(vocab):
              f"which must be whole numbers: prepare the data again with `python {prepare_cmd}`")
     if meta.get('vocab_size', vocab) > vocab and init_from not in ('scratch', 'resume'):  # the model's is fixed
         fail(f"{data_dir} has a vocabulary of {meta['vocab_size']} tokens, but {init_from} has {vocab}: the data is "
-             f"another tokenizer's; prepare it in the model's tokens with `python prepare_owt.py "
+             f"another tokenizer's; prepare it in the model's tokens with `python {script_path('prepare_owt.py')} "
              f"--tokenizer=<the model's tokenizer> --out_dir=<a new folder>`")
     if meta.get('vocab_size', vocab) > vocab:
         fail(f"{data_dir} has a vocabulary of {meta['vocab_size']} tokens but vocab_size={vocab}: "
@@ -750,7 +750,7 @@ if init_from not in ('scratch', 'resume'):  # an HF model reads the tokens of it
         theirs = None  # a folder without tokenizer files (or no network): the vocabulary checks below still hold
     if tokenizer is not None and not same_tokenizer(theirs, tokenizer):  # theirs None: the model load says why
         fail(f"{data_dir} holds tokens of another tokenizer than {init_from}'s: prepare the data in the model's "
-             f"tokens (`python prepare_owt.py` for GPT-2, `--tokenizer={init_from}` for another model)")
+             f"tokens (`python {script_path('prepare_owt.py')}` for GPT-2, `--tokenizer={init_from}` for another model)")
 if mask_eot_targets and 'eot_token' not in meta:  # after the tokenizer: data in another one's tokens says so first
     if meta.get('tokenizer', 'sentencepiece') == 'sentencepiece':  # TinyStories: stories start with BOS, no separator
         fail(f"mask_eot_targets leaves out the end-of-text token that prepare_owt.py puts after each document, and "
@@ -839,7 +839,7 @@ if device_type == 'cuda' and rank == 0:
 if need > have:
     fail(f"this run's memory plan needs {need / 1e9:.1f} GB but {device} has {have / 1e9:.1f} GB: lower "
          f"batch_size (raising gradient_accumulation_steps), block_size or the model's size, or set "
-         f"grad_checkpoint (`python memory.py` with the same arguments shows the plan)")
+         f"grad_checkpoint (`python {script_path('memory.py')}` with the same arguments shows the plan)")
 if ddp:
     dist.init_process_group(backend='nccl' if device_type == 'cuda' else 'gloo')
     if device_type == 'cuda':
