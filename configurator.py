@@ -321,7 +321,12 @@ def pasted_path(key, value):
 
 def convert_list(key, value, spec):
     if isinstance(value, str) and value.strip()[:1] + value.strip()[-1:] in ('()', '[]'):
-        value = value.strip()[1:-1]  # --fakeln_start=(20,44,68,104) reads as 20,44,68,104
+        try:  # a Python list: --input_file="['a.txt', 'b.txt']" is those two files, as a config file's list is
+            literal = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            literal = None
+        value = list(literal) if isinstance(literal, (list, tuple)) and literal else \
+            value.strip()[1:-1]  # --fakeln_start=(20,44,68,104) reads as 20,44,68,104
     parts = (path_items(value) if spec.path else value.split(',')) if isinstance(value, str) else \
         list(value) if isinstance(value, (list, tuple)) else None
     if parts is None or (isinstance(value, str) and not value.strip()):
@@ -377,12 +382,18 @@ def checked_range(key, value, spec):
         raise FlagError(f"{key}={value} is not a finite number: {key} takes {spec.rule()}")
     bad = ((spec.min is not None and value < spec.min) or (spec.max is not None and value > spec.max)
            or (spec.above is not None and value <= spec.above) or (spec.below is not None and value >= spec.below))
+    if not bad and spec.type is int and abs(value) > INT64_MAX:  # no tensor, count or seed holds it
+        raise FlagError(f"{key}={value} lies past the largest integer the scripts can hold (2**63 - 1 = "
+                        f"{INT64_MAX:,}): {key} takes {spec.rule()}")
     if not bad:
         return value
     if spec.bounds() == "at least 0":
         raise FlagError(f"{key}={value} must not be negative")
     verb = "must lie" if spec.bounds().startswith("in ") else "must be"
     raise FlagError(f"{key}={value} {verb} {spec.bounds()}")
+
+
+INT64_MAX = 2**63 - 1
 
 
 # The first bytes of the compressed formats a text input may arrive in, downloaded and not unpacked:

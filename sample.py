@@ -25,6 +25,7 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 
 import torch
 
+from memory import device_bytes
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
 from configurator import FlagError, configure_globals, flag, not_utf8, script_path, special_kind
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
@@ -168,6 +169,11 @@ if max(prompt) >= model.config.vocab_size:
          f"{model.config.vocab_size}: the run's data named another tokenizer than it was prepared with; "
          f"prepare the data again and retrain")
 context = model.config.block_size
+ids_bytes = num_samples * (len(prompt) + max_new_tokens) * 8  # the samples' int64 ids, held until they print
+if ids_bytes > device_bytes('cpu'):
+    fail(f"num_samples={num_samples} samples of {len(prompt)} prompt and max_new_tokens={max_new_tokens} new tokens "
+         f"need {ids_bytes / 2**30:,.0f} GiB for their token ids alone, more than this machine's "
+         f"{device_bytes('cpu') / 2**30:,.0f} GiB of RAM: lower --max_new_tokens or --num_samples")
 if len(prompt) + max_new_tokens > context:
     print(f"the prompt's {len(prompt)} tokens and max_new_tokens={max_new_tokens} exceed the model's context of "
           f"{context}: each new token is predicted from the last {context} (the prompt's start is cropped)")

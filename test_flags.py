@@ -73,6 +73,8 @@ def bad_values(spec):
         values.append(str(spec.above))
     if spec.max is not None:
         values.append(str(spec.max + step))
+    elif spec.type is int:  # no declared end: one past what any tensor, count or seed holds (int64)
+        values.append('1e20')
     if spec.below is not None:
         values.append(str(spec.below))
     return values
@@ -123,6 +125,25 @@ def test_each_bad_value_of_each_flag_is_one_sentence_naming_it(monkeypatch):
         if code == 0 or len(lines) != 1 or key not in lines[0] or 'Traceback' in err:
             failures.append((script, key, value, code, err[-300:]))
     assert count > 300 and failures == [], failures[:10]
+
+
+def test_an_integer_past_int64_and_a_python_list_are_read_by_the_layer():
+    """The layer's own rules, against Python's int64 end and ast's reading of a list: an integer flag with no
+    declared end refuses 2**63 (one sentence naming the flag and that end) and takes 2**63 - 1; a list flag
+    written as a Python list literal is that list's items, paths too."""
+    spec = configurator.Flag(200, 'new tokens', min=1)
+    assert configurator.convert('max_new_tokens', str(2**63 - 1), spec) == 2**63 - 1
+    for value in (str(2**63), '1e20', 10**30):
+        with pytest.raises(configurator.FlagError, match=r'max_new_tokens=\d+ lies past the largest integer .*2\*\*63 - 1'):
+            configurator.convert('max_new_tokens', value, spec)
+    with pytest.raises(configurator.FlagError, match='must be at least 1'):  # its own range is said first
+        configurator.convert('max_new_tokens', '-1e30', spec)
+    ints = configurator.Flag((1, 2), 'steps', items=int, length=2)
+    assert configurator.convert('steps', '[3, 4]', ints) == (3, 4) == configurator.convert('steps', '(3,4)', ints)
+    files = configurator.Flag(None, 'texts', items=str, unique=True, path='text')
+    a, b = str(ROOT / 'README.md'), str(ROOT / 'requirements.txt')
+    assert configurator.convert('input_file', repr([a, b]), files) == (a, b)
+    assert configurator.convert('input_file', repr((a, b)), files) == (a, b)
 
 
 def test_a_text_value_the_shell_split_at_a_space_is_one_sentence_on_every_script(monkeypatch):

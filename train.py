@@ -242,10 +242,28 @@ def recorded():
     return dict(config, init_from=origin) if init_from == 'resume' and isinstance(origin, str) else config
 
 
+def invocation_clash():
+    """Flags of this invocation (PER_INVOCATION) that contradict each other, whatever the run in out_dir: said
+    before anything about that run, whose advice would only lead to this sentence next."""
+    if overwrite and init_from == 'resume':
+        return "--overwrite starts again over out_dir's run and --init_from=resume continues it: choose one"
+    if eval_only and memory_plan:
+        return "--eval_only and --memory_plan each run instead of training, and the plan exits first: pass one of them"
+    if reschedule and init_from != 'resume':
+        return "--reschedule changes the schedule of a run being resumed: drop it, or add --init_from=resume"
+    if eval_only and stop_iter:
+        return "--eval_only trains no step, so --stop_iter means nothing with it: drop one of them"
+    if eval_only and overwrite:
+        return "--eval_only writes nothing, so --overwrite means nothing with it: drop one of them"
+    return None
+
+
 try:
     config = configure_globals(globals(), sys.argv[1:], start=run_config)
 except FlagError as e:
     fail(str(e))
+if invocation_clash():
+    fail(invocation_clash())
 FIXED_BY_RUN = ('data_dir', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'arch', 'norm',
                 'tied_head', 'taper', 'aux_loss', 'fakeln', 'seed', 'data_layout')  # what a resume cannot change
 files = [a for a in sys.argv[1:] if not a.startswith('-') and a.lower().endswith('.py')]
@@ -355,8 +373,6 @@ def check_config():
         fail(init_from_mistake(init_from, ['scratch', 'resume']))
     if init_from not in ('scratch', 'resume') and local_mistake(init_from):  # before the data: it is not what is wrong
         fail(local_mistake(init_from))
-    if overwrite and init_from == 'resume':
-        fail("--overwrite starts again over out_dir's run and --init_from=resume continues it: choose one")
     if not re.fullmatch(r'(cpu|cuda(:\d+)?)?', device):
         fail(device_mistake(device))
     if device.startswith('cuda') and not torch.cuda.is_available() and not memory_plan:
@@ -364,15 +380,9 @@ def check_config():
     if stop_iter > max_iters:
         fail(f"stop_iter={stop_iter} lies past max_iters={max_iters}, where the run ends anyway: lower --stop_iter, "
              f"or raise --max_iters (and --lr_decay_iters with it) for a longer run")
-    if eval_only and memory_plan:
-        fail("--eval_only and --memory_plan each run instead of training, and the plan exits first: pass one of them")
-    if reschedule and init_from != 'resume':
-        fail("--reschedule changes the schedule of a run being resumed: drop it, or add --init_from=resume")
     if eval_only and init_from == 'scratch' and rank == 0:  # allowed (a baseline for the untrained model), said
         print("eval_only with init_from=scratch: this evaluates an untrained model (--init_from=resume evaluates "
               "the run in out_dir)")
-    if eval_only and stop_iter:
-        fail("--eval_only trains no step, so --stop_iter means nothing with it: drop one of them")
     if eval_only:
         return
     if taper != 'none' and not 0 <= taper_start < taper_end <= max_iters:
@@ -634,8 +644,6 @@ if init_from != 'resume' and not memory_plan:  # a plan writes nothing
     if not overwrite and left:
         fail(f"{out_dir} holds {left[0]} of an earlier run that left no checkpoint: pass --overwrite to start "
              f"again over it, or choose another out_dir")
-if eval_only and overwrite:
-    fail("--eval_only writes nothing, so --overwrite means nothing with it: drop one of them")
 if not (memory_plan or eval_only) and folding():
     fail(folding())
 
