@@ -254,6 +254,10 @@ def raw_text(data_dir):
 def open_tokens(data_dir, split):
     """data_dir/<split>.bin memory-mapped read-only, after checking that its size is a whole number of
     tokens: FileNotFoundError or ValueError, each one sentence without advice (callers add theirs)."""
+    from configurator import locked
+    if locked(data_dir):  # a prepare script holds the folder (FolderLock) while it writes the token files
+        raise SystemExit(f"a prepare script (prepare_tinystories.py or prepare_owt.py) is writing {data_dir} right "
+                         f"now: wait for it to end (a job stopped with Ctrl-Z goes on with fg), then run this again")
     path = os.path.join(data_dir, f'{split}.bin')
     if os.path.isdir(path):
         raise ValueError(f"{path} is a folder, not a token file")

@@ -1197,13 +1197,30 @@ def commit():
 STOPS = {signal.SIGINT: "interrupted", **{s: f"stopped: {why}" for s, why in configurator.SIGNALS.items()}}
 
 
+def put_back(path, data):
+    """path's bytes as they were: written aside and renamed, or, where the disk has no room for a copy (the
+    failure that stops the run may be a full disk), over the file in place, which needs no new space when
+    the file is as long as before or longer."""
+    try:
+        write_bytes(path, data)
+    except OSError:
+        discard(path + '.tmp')
+        with open(path, 'r+b') as f:
+            f.write(data)
+            f.truncate(len(data))
+
+
 def roll_back():
-    """A run that fails: out_dir as it was at the last commit (before the run, if it made none)."""
+    """A run that fails: out_dir as it was at the last commit (before the run, if it made none), with no
+    .tmp file of its own left (a save stopped mid-write); a file it cannot put back is said."""
     if not original or not os.path.isdir(out_dir):  # nothing written yet, or the folder is gone
         return
+    for f in (ckpt_path + '.tmp', log_path + '.tmp', os.path.join(out_dir, 'config.json.tmp')):
+        discard(f)
     if committed is not None and os.path.isfile(log_path) and os.path.getsize(log_path) > committed:
         with open(log_path, 'r+b') as f:
             f.truncate(committed)
+    unrestored = []
     for name, data in original.items():
         path = os.path.join(out_dir, name)
         if name == 'log.jsonl' and committed is not None:
@@ -1213,9 +1230,13 @@ def roll_back():
                 if os.path.isfile(path):
                     os.remove(path)
             elif read_bytes(path) != data:
-                write_bytes(path, data)
-        except OSError:  # a file that may not be written was not changed either
-            discard(path + '.tmp')
+                put_back(path, data)
+        except OSError as e:
+            if read_bytes(path) != data:  # else a file that may not be written was not changed either
+                unrestored.append(f"{name} ({write_failure(e, path)})")
+    if unrestored and rank == 0:
+        print(f"note: {' and '.join(unrestored)} could not be put back as before this run, and holds what this "
+              f"run wrote: --init_from=resume goes on from the checkpoint, not from it", file=sys.stderr)
     if os.path.isdir(replaced_dir):
         for f in os.listdir(replaced_dir):
             os.replace(os.path.join(replaced_dir, f), os.path.join(out_dir, f))
@@ -1333,13 +1354,17 @@ def check_state():
     return all_ranks_finite(ok)
 
 
-def diverged(what):
+def diverged(what, training_broke=False):
+    """Stop on a divergence, with advice that follows its cause. training_broke: the training loss itself
+    went non-finite since the last check, so a g = 0 evaluation taken after that check is no evidence that
+    the taper, not the learning rate, broke the model."""
     kept = (f"the last good checkpoint, {ckpt_path} (iter {last_saved}), is kept" if last_saved is not None
             else f"no checkpoint was written and {out_dir} is as it was")
     last = json.loads(eval_row) if eval_row else {}
     g = get_gate(iter_num) if taper != 'none' else 1.0
     advice = "try a lower learning_rate"
-    if g < 1 and last.get('eval_gate') == 0 and not math.isfinite(last.get('val_loss', 0.0)):  # not the rate
+    before = not training_broke or last.get('iter', iter_num) <= last_checked  # g = 0 broke while training was finite
+    if g < 1 and last.get('eval_gate') == 0 and not math.isfinite(last.get('val_loss', 0.0)) and before:  # not the rate
         advice = (f"the gate reached g = {g:.2f} while the model at g = 0 was still non-finite at iter {last['iter']}'s "
                   f"evaluation: a later taper_end gives it time to do without its norms, a lower learning_rate may not")
     fail(f"the model diverged ({what}) between iter {last_checked} and iter {iter_num}: stopping; "
@@ -1353,7 +1378,7 @@ def save_checkpoint():
     writes it, then commits the log up to it."""
     global last_saved
     if not all_ranks_finite(healthy):
-        diverged("a non-finite training loss or pre-logit scale")
+        diverged("a non-finite training loss or pre-logit scale", training_broke=True)
     if not check_state():
         diverged(f"the state to be saved has non-finite values, or its next step a non-finite loss or "
                  f"gradient at g = {gate:.3g}")
@@ -1482,7 +1507,7 @@ while True:
     raw_model.step_emas()
     if iter_num == first_iter:  # the run is sure to start: out_dir is written from here on
         if not all_ranks_finite(healthy):
-            diverged("a non-finite loss, pre-logit scale or gradient at its first step")
+            diverged("a non-finite loss, pre-logit scale or gradient at its first step", training_broke=True)
         if master:
             atexit.register(roll_back)  # any exit before the run's end: out_dir as of its last checkpoint
             open_run()
@@ -1510,7 +1535,7 @@ while True:
         if device_type == 'cuda':  # peak_flops is a GPU's; a CPU figure would mean nothing
             row['mfu'] = raw_model.estimate_mfu(accum_steps * micro_batch, dt, peak_flops)
         if not all_ranks_finite(healthy):
-            diverged(f"training loss {ce:.4g}, pre-logit scale {prelogit_scale:.4g}")
+            diverged(f"training loss {ce:.4g}, pre-logit scale {prelogit_scale:.4g}", training_broke=True)
         log(row)
     iter_num += 1
 
