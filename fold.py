@@ -194,11 +194,48 @@ def training_in(folder):
 staged = None  # the export's staging folder, once this process holds it (claim)
 
 
-def aside(path):
-    """Where fold.py writes the file or folder at path before giving it that name: hidden beside it, under
-    a name of fold.py's own (a user's 'model.tmp' beside an export 'model' is the user's, never a leftover)."""
+def aside(path, kind='tmp'):
+    """Where fold.py writes the file or folder at path before giving it that name (kind 'tmp'), or puts the
+    folder it replaces until the new one holds the name (kind 'old'): hidden beside it, under a name of
+    fold.py's own (a user's 'model.tmp' beside an export 'model' is the user's, never a leftover)."""
     folder, name = os.path.split(os.path.normpath(path))
-    return os.path.join(folder, f'.{name}.fold-tmp')
+    return os.path.join(folder, f'.{name}.fold-{kind}')
+
+
+def unreplaceable(path):
+    """Why fold.py may not replace path, a file or a folder with all it holds (None if it may): a file that
+    does not open for writing (read-only, or immutable or append-only, which stop root too) or a folder in
+    which no file can be created. Checked before anything is written: a replacement that stopped part-way
+    would leave half of what was there."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        for folder, _, names in os.walk(path):
+            for why in [cannot_write(folder), *(unreplaceable(os.path.join(folder, n)) for n in names)]:
+                if why:
+                    return why
+        return None
+    if not os.path.isfile(path) or os.path.islink(path):  # a link is replaced, never its target
+        return None
+    try:
+        open(path, 'r+b').close()
+    except OSError as e:
+        return f"{path} does not open for writing ({e.strerror})"
+    return None
+
+
+def swap(staging, path):
+    """Give the folder staging, written whole, the name path: the folder there is renamed aside first and
+    removed only once the new one holds its name, so that a failure at any step leaves it as it was."""
+    old = aside(path, 'old')
+    discard(old)  # a killed fold's leftover: this process holds the export's staging folder (claim)
+    if os.path.isdir(path):
+        os.rename(path, old)
+    try:
+        os.rename(staging, path)
+    except OSError:
+        if os.path.isdir(old):
+            os.rename(old, path)  # the old folder back under its name
+        raise
+    discard(old)
 
 
 def claim(staging, export_dir):
@@ -321,6 +358,10 @@ def check_outputs(args, path):
     why = cannot_write(os.path.dirname(os.path.abspath(out)))
     if why:
         fail(f"{why}: choose an --out_dir or --out you may write")
+    why = unreplaceable(out)
+    if why:
+        fail(f"{why}, so fold.py will not replace it, and nothing was changed: make it writable (an immutable or "
+             f"read-only file? lsattr and ls -l show which), or name a new file, e.g. --out={unused(args.out_dir)}")
     hf_dir = args.export_hf
     if hf_dir is not None and os.path.islink(os.path.normpath(hf_dir)):  # an export replaces its folder whole
         fail(f"export_hf={hf_dir} is a symbolic link (to {os.readlink(os.path.normpath(hf_dir))}), and an export "
@@ -348,6 +389,11 @@ def check_outputs(args, path):
             fail(f"export_hf={hf_dir} holds the export of iter {exported}, a later step than {path}'s iter {step} "
                  f"(an earlier checkpoint put back in its place?), so fold.py will not replace it: name a new or "
                  f"empty folder")
+        why = unreplaceable(hf_dir)
+        if why:  # the export replaces its folder whole, every file of it
+            fail(f"export_hf={hf_dir} cannot be replaced whole: {why}; nothing was changed, and the old export "
+                 f"there is kept as it was: make it writable (an immutable or read-only file? lsattr and ls -l "
+                 f"show which), or name a new folder with --export_hf")
     return out
 
 
@@ -563,6 +609,7 @@ def main(argv=None):
     # Both files are written aside and take their names only once both are whole: a failure leaves the
     # folders as they were.
     staging = aside(args.export_hf) if args.export_hf is not None else None
+    old_export = staging is not None and os.path.isdir(args.export_hf)
     written = aside(out)
     wrote = None  # the checkpoint, once in place: a failure after it leaves it, and says so
     try:
@@ -579,20 +626,20 @@ def main(argv=None):
         os.replace(written, out)
         wrote = out
         if staging is not None:
-            if os.path.isdir(args.export_hf):
-                shutil.rmtree(args.export_hf)
-            os.replace(staging, args.export_hf)
+            swap(staging, args.export_hf)
     except (OSError, RuntimeError) as e:
         reason = write_failure(e, out)
         if reason is None:
             raise
         target = str(getattr(e, 'filename2', None) or getattr(e, 'filename', None) or out)
-        target = out if target == written else args.export_hf if staging and target.startswith(staging) else target
+        ours = (staging, aside(args.export_hf, 'old')) if staging else ()
+        target = out if target == written else args.export_hf if ours and target.startswith(ours) else target
         discard(written)
         left = f" (only {written}, which the folder does not let fold.py remove: an append-only folder?)" \
             if os.path.lexists(written) else ""
-        fail(f"cannot write {target} ({reason}): " + (f"{wrote} was written, the export was not; " if wrote else
-                                                      f"nothing was changed{left}; ")
+        kept = f", and the old export in {args.export_hf} is kept as it was" if old_export else ""
+        fail(f"cannot write {target} ({reason}): " + (f"{wrote} was written, the export was not{kept}; " if wrote else
+                                                      f"nothing was changed{left}{kept}; ")
              + (write_remedy(reason) or "make it writable (a read-only or immutable file? see ls -l, lsattr), or "
                                         "name another file with --out (or folder with --export_hf)"))
     finally:  # this process's own leftovers: another fold's staging folder is that fold's

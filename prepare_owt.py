@@ -448,8 +448,12 @@ def main(argv=None):
             if args.input_file:
                 meta["source_sha256"] = file_sha256(args.input_file)
         meta |= {f"{name}_source": source for name, source in sources.items()}
-        with open(meta_file, "w") as f:
-            json.dump(meta, f, indent=2)
+        try:  # aside first: a full disk must not leave the folder's meta.json cut short
+            with open(meta_file + ".tmp", "w") as f:
+                json.dump(meta, f, indent=2)
+            os.replace(meta_file + ".tmp", meta_file)
+        finally:
+            configurator.discard(meta_file + ".tmp")
         print(f"meta: wrote {meta_file}: {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens")
 
 

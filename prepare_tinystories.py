@@ -293,16 +293,14 @@ def tokenize_split(ds, model_file, bin_file, num_proc=None):
                 num_proc=num_proc, desc=f"tokenizing {name}")
     n_tokens = int(np.sum(ds["len"], dtype=np.int64))
     # Written under a temporary name so that a crash never leaves a truncated file the next run would skip.
+    # Ordinary writes, not a memory map: a full disk is then an OSError (ENOSPC), where a store into a
+    # mapped page the disk has no room for kills the process with SIGBUS.
     tmp_file = bin_file + ".tmp"
     try:
-        out = np.memmap(tmp_file, dtype=DTYPE, mode="w+", shape=(n_tokens,))
-        pos = 0
-        batches = ds.with_format("numpy").iter(batch_size=4096)
-        for batch in tqdm(batches, total=math.ceil(len(ds) / 4096), desc=f"writing {name}", disable=quick):
-            chunk = np.concatenate(batch["ids"])
-            out[pos:pos + len(chunk)] = chunk
-            pos += len(chunk)
-        out.flush()
+        with open(tmp_file, "wb") as f:
+            batches = ds.with_format("numpy").iter(batch_size=4096)
+            for batch in tqdm(batches, total=math.ceil(len(ds) / 4096), desc=f"writing {name}", disable=quick):
+                f.write(np.concatenate(batch["ids"]).astype(DTYPE).tobytes())
         os.replace(tmp_file, bin_file)
     except BaseException:
         configurator.discard(tmp_file)

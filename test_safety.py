@@ -861,3 +861,148 @@ def test_a_fold_refused_by_an_append_only_folder_is_one_sentence_and_changes_not
     assert proc.returncode == 1 and len(lines) == 1 and 'Traceback' not in proc.stderr, proc.stderr
     assert lines[0].startswith(f'cannot write {folder}/ckpt_folded.pt') and 'nothing was changed (only' in lines[0]
     assert {f: hashlib.sha256((folder / f).read_bytes()).hexdigest() for f in before} == before
+
+
+# --- a full disk while a prepare script writes tokens, and an export whose old folder fold.py may not replace:
+# --- one sentence, and every file that was there before is kept byte for byte
+
+def run_broken(breakage, script, *args):
+    """script with args in a process of its own, after breakage: Python code that makes a call of the os
+    or io layer fail as a machine's does (a test cannot fill a disk or make a file immutable everywhere)."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    code = (f"{breakage}\nimport runpy, sys\nsys.argv[0] = {str(ROOT / script)!r}\n"
+            f"runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    return subprocess.run([sys.executable, '-c', code, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+# A disk with FREE bytes left under FOLDER, as the kernel fills one: a short write, then ENOSPC; a reservation
+# (posix_fallocate) larger than what is left, ENOSPC. Stores into a memory map are no writes, here as on a real
+# disk, where they kill the process with SIGBUS once it has no room for their pages.
+FULL_DISK = '''
+import builtins, errno, io, os
+FOLDER, FREE = {folder!r}, {free}
+def full(needed):
+    if needed > FREE:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+class Disk(io.FileIO):
+    def write(self, b):
+        global FREE
+        full(1)
+        n = super().write(memoryview(b).cast('B')[:FREE])
+        FREE -= n
+        return n
+real_open, real_fallocate = builtins.open, os.posix_fallocate
+def on_disk(file, mode='r', *args, **kwargs):
+    if isinstance(file, (str, os.PathLike)) and 'b' in mode and set(mode) & set('wax+') and \\
+            os.path.abspath(file).startswith(FOLDER + os.sep):
+        raw = Disk(file, mode.replace('b', ''))
+        return io.BufferedRandom(raw) if '+' in mode else io.BufferedWriter(raw)
+    return real_open(file, mode, *args, **kwargs)
+def fallocate(fd, offset, length):
+    global FREE
+    full(length)
+    real_fallocate(fd, offset, length)
+    FREE -= length
+builtins.open, os.posix_fallocate = on_disk, fallocate
+'''
+
+
+@pytest.mark.parametrize('script', ['prepare_tinystories.py', 'prepare_owt.py'])
+def test_a_disk_that_fills_while_a_token_file_is_written_is_one_sentence_and_costs_no_file(data_dir, tmp_path, script):
+    """The disk fills while a prepare script writes val.bin into a folder it prepared before (16 KB left,
+    less than the file): it stops with the one full-disk sentence, no traceback (prepare_tinystories.py
+    once died of SIGBUS writing through a memory map), removes its val.bin.tmp, and every file the
+    folder held is byte for byte as it was."""
+    from conftest import SHARED
+    out = tmp_path / 'data'
+    if script == 'prepare_tinystories.py':  # as conftest's data_dir was prepared
+        shutil.copytree(data_dir, out)
+        args = [f"--input_file={SHARED / 'tinystories' / 'train_sample.txt'}",
+                f"--val_file={SHARED / 'tinystories' / 'valid_sample.txt'}", '--vocab_size=512']
+    else:
+        with open(SHARED / 'openwebtext' / 'sample.jsonl') as f:
+            (tmp_path / 'docs.jsonl').write_text(''.join(next(f) for _ in range(200)))
+        args = [f"--input_file={tmp_path / 'docs.jsonl'}", '--skip_pile', '--val_fraction=0.2']
+        run(script, *args, f'--out_dir={out}', '--num_proc=1')
+    (out / 'val.bin').unlink()  # the stage the full disk stops
+    before = digest(out)
+    proc = run_broken(FULL_DISK.format(folder=str(out), free=16 << 10), script, *args, f'--out_dir={out}',
+                      '--num_proc=1')
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+    assert lines == [f"{script} stopped: the disk is full: free some space (df -h shows it), or write to a folder "
+                     f"on another disk"], proc.stderr[-2000:]
+    assert digest(out) == before  # no val.bin.tmp, nor any file changed
+
+
+@pytest.fixture(scope='module')
+def exported(data_dir, tmp_path_factory):
+    """An All-Taper run at g = 0 (folder 'run'), folded and exported by fold.py (folder 'export')."""
+    root = tmp_path_factory.mktemp('exported')
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={root / "run"}', '--taper=all')
+    run('fold.py', f'--out_dir={root / "run"}', f'--export_hf={root / "export"}')
+    return root
+
+
+def test_an_export_over_one_with_a_file_fold_may_not_replace_is_refused_and_keeps_it(exported, tmp_path):
+    """fold.py --export_hf into its own earlier export, one file of which cannot be replaced (immutable,
+    chattr +i, which stops root too; read-only, chmod, for anyone else): refused before anything is written,
+    in one sentence that says the old export is kept, with every file of the run and the export as it was
+    (the export was once removed file by file up to that one, which alone was left)."""
+    import subprocess
+    root = tmp_path / 'copy'
+    shutil.copytree(exported, root)  # a run copied with its export: fold.py replaces it (the same run_id)
+    before = {folder: digest(root / folder) for folder in ('run', 'export')}
+    kept = root / 'export' / 'config.json'
+    if os.geteuid() != 0:
+        kept.chmod(0o444)
+    elif subprocess.run(['chattr', '+i', str(kept)], capture_output=True).returncode != 0:
+        pytest.skip("root opens a read-only file for writing, and chattr +i is not available here")
+    try:
+        proc = run('fold.py', f'--out_dir={root / "run"}', f'--export_hf={root / "export"}', check=False)
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(['chattr', '-i', str(kept)], check=True)
+        kept.chmod(0o644)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1 and len(lines) == 1 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+    assert lines[0].startswith(f"export_hf={root / 'export'} cannot be replaced whole: {kept} does not open for "
+                               f"writing") and 'the old export there is kept as it was' in lines[0], lines[0]
+    assert sorted(os.listdir(root)) == ['export', 'run']  # no staging folder left
+    assert {folder: digest(root / folder) for folder in ('run', 'export')} == before
+
+
+# The first move of a folder onto the export's name fails, as a disk that fills right then makes it fail.
+MOVE_FAILS = '''
+import errno, os
+EXPORT, failed = {export!r}, []
+def failing(real):
+    def move(src, dst, *args, **kwargs):
+        if os.path.abspath(dst) == EXPORT and os.path.isdir(src) and not failed:
+            failed.append(src)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), src, None, dst)
+        return real(src, dst, *args, **kwargs)
+    return move
+os.rename, os.replace = failing(os.rename), failing(os.replace)
+'''
+
+
+def test_an_export_whose_move_into_place_fails_keeps_the_old_one(exported, tmp_path):
+    """The new export is written whole aside, and its move into the old one's place fails: the old export
+    is every byte as it was (it once was removed before the move), the one sentence says it is kept, and
+    no staging folder, nor the old export's, is left behind."""
+    root = tmp_path / 'copy'
+    shutil.copytree(exported, root)
+    before = {folder: digest(root / folder) for folder in ('run', 'export')}
+    proc = run_broken(MOVE_FAILS.format(export=str(root / 'export')), 'fold.py', f'--out_dir={root / "run"}',
+                      '--out=ckpt_folded_2.pt', f'--export_hf={root / "export"}')
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1 and len(lines) == 1 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+    assert lines[0].startswith(f"cannot write {root / 'export'} (the disk is full") and \
+        f"the export was not, and the old export in {root / 'export'} is kept as it was" in lines[0], lines[0]
+    assert sorted(os.listdir(root)) == ['export', 'run']  # neither the new export's folder nor the old one's aside
+    assert digest(root / 'export') == before['export']
+    assert {f: h for f, h in digest(root / 'run').items() if f != 'ckpt_folded_2.pt'} == before['run']
