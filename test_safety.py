@@ -1006,3 +1006,123 @@ def test_an_export_whose_move_into_place_fails_keeps_the_old_one(exported, tmp_p
     assert sorted(os.listdir(root)) == ['export', 'run']  # neither the new export's folder nor the old one's aside
     assert digest(root / 'export') == before['export']
     assert {f: h for f, h in digest(root / 'run').items() if f != 'ckpt_folded_2.pt'} == before['run']
+
+# --- a run stopped or failing at its save: the roll-back (train.py) ------------------------------------
+
+SAVE_HOOK = '''
+import errno, os, signal, time, builtins
+import torch
+mode = os.environ['SAVE_HOOK']
+real_save, real_open = torch.save, builtins.open
+full = []
+
+
+def save(obj, f, *args, **kwargs):
+    if str(f).endswith('ckpt.pt.tmp') and mode == 'signal':  # stopped mid-write: part of the file is there
+        with real_open(f, 'wb') as out:
+            out.write(b'PK' + bytes(600))
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    if str(f).endswith('ckpt.pt.tmp') and mode == 'full':  # the disk fills as the checkpoint is written
+        full.append(True)
+        raise OSError(errno.ENOSPC, 'No space left on device', str(f))
+    return real_save(obj, f, *args, **kwargs)
+
+
+def open_(file, mode_='r', *args, **kwargs):  # once full, no new file gets a byte
+    if full and str(file).endswith('.tmp') and 'w' in mode_:
+        raise OSError(errno.ENOSPC, 'No space left on device', str(file))
+    return real_open(file, mode_, *args, **kwargs)
+
+
+torch.save, builtins.open = save, open_
+'''
+
+
+def hooked_env(tmp_path, mode):
+    """An environment whose python runs SAVE_HOOK first (sitecustomize): the save of ckpt.pt meets a
+    SIGTERM part-way ('signal'), or a disk that fills as it is written ('full')."""
+    hook = tmp_path / 'hook'
+    hook.mkdir(exist_ok=True)
+    (hook / 'sitecustomize.py').write_text(SAVE_HOOK)
+    return {'PYTHONPATH': f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", 'SAVE_HOOK': mode}
+
+
+def folder_bytes(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize('resume', [False, True])
+def test_a_stop_while_the_checkpoint_is_written_leaves_the_folder_as_it_says(data_dir, tmp_path, resume):
+    """'out_dir is as it was' / 'as of its last checkpoint' hold to the byte after a SIGTERM that lands
+    while torch.save writes ckpt.pt.tmp: the half-written .tmp goes with the roll-back, on a scratch
+    run's first save and on a resume's next one."""
+    out = tmp_path / 'run'
+    out.mkdir()
+    args = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=8', '--warmup_iters=2',
+            '--taper_start=2', '--taper_end=6', '--lr_decay_iters=8', '--eval_interval=4']
+    if resume:
+        run('train.py', *args, '--stop_iter=4')
+    before = folder_bytes(out)
+    stopped = run('train.py', *args, *(['--init_from=resume'] if resume else []), check=False,
+                  env=hooked_env(tmp_path, 'signal'))
+    assert stopped.returncode == 1 and 'Traceback' not in stopped.stderr, stopped.stderr[-2000:]
+    said = 'as of its last checkpoint (iter 4)' if resume else 'is as it was'
+    assert said in stopped.stderr, stopped.stderr
+    assert folder_bytes(out) == before and not (out / 'ckpt.pt.tmp').exists()
+
+
+def test_a_full_disk_at_the_save_puts_the_log_and_config_back_in_place(data_dir, tmp_path):
+    """A resume whose checkpoint meets a full disk says the folder is as of its last checkpoint, and it
+    is, to the byte: the log and config.json the resume had rewritten are put back over themselves in
+    place (a copy beside them would need the space the disk lacks)."""
+    out = tmp_path / 'run'
+    args = [*TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=8', '--warmup_iters=2',
+            '--taper_start=2', '--taper_end=6', '--lr_decay_iters=8', '--eval_interval=4']
+    run('train.py', *args, '--stop_iter=4')
+    before = folder_bytes(out)
+    failed = run('train.py', '--init_from=resume', f'--out_dir={out}', '--device=cpu', check=False,
+                 env=hooked_env(tmp_path, 'full'))
+    lines = [line for line in failed.stderr.splitlines() if line.strip()]
+    assert failed.returncode == 1 and len(lines) == 1 and 'Traceback' not in failed.stderr, failed.stderr[-2000:]
+    assert 'the disk is full' in lines[0] and 'as of its last checkpoint (iter 4)' in lines[0], lines
+    assert folder_bytes(out) == before
+
+
+def test_a_divergence_of_the_training_loss_names_the_learning_rate_even_when_g_0_fails_with_it(data_dir, tmp_path):
+    """A resume mid-taper at a learning rate far too high, stopped (--stop_iter) at the evaluation where its
+    training loss has gone non-finite: the g = 0 evaluation taken then fails with it, and is no evidence
+    against the taper, so the advice is the learning rate."""
+    out = tmp_path / 'run'
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--stop_iter=20')
+    broken = run('train.py', '--init_from=resume', f'--out_dir={out}', '--device=cpu', '--learning_rate=1e4',
+                 '--stop_iter=24', check=False)
+    assert broken.returncode == 1 and 'try a lower learning_rate' in broken.stderr, broken.stderr[-2000:]
+    assert 'taper_end' not in broken.stderr
+
+
+def test_a_data_folder_a_prepare_is_writing_is_said_by_every_reader(data_dir, tmp_path):
+    """A data folder held by a prepare script's lock (configurator.FolderLock, taken here by a process of its
+    own as a prepare stopped with Ctrl-Z holds it) is not read half-written: train.py and diagnose.py
+    (evaluate.py reads it the same way, tokens.open_tokens) say that a prepare is writing it, and to wait."""
+    import subprocess
+    import sys
+    held, trained = tmp_path / 'data', tmp_path / 'trained'
+    shutil.copytree(data_dir, held)
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={trained}', '--max_iters=4', '--warmup_iters=1',
+        '--taper_start=1', '--taper_end=3', '--lr_decay_iters=4', '--eval_interval=4')
+    holder = subprocess.Popen([sys.executable, '-c', 'import fcntl, os, sys, time; fd = os.open(sys.argv[1], '
+                               'os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); print("held", flush=True); '
+                               'time.sleep(120)', str(held)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        for script, args in (('train.py', [*TINY, f'--data_dir={held}', f'--out_dir={tmp_path / "run"}']),
+                             ('diagnose.py', [f'--out_dir={trained}', f'--data_dir={held}'])):
+            proc = run(script, *args, check=False)
+            lines = [line for line in proc.stderr.splitlines() if line.strip()]
+            assert proc.returncode == 1 and len(lines) == 1, (script, proc.stderr[-2000:])
+            assert f'is writing {held} right now: wait for it to end' in lines[0], (script, lines)
+        assert not (tmp_path / 'run').exists()
+    finally:
+        holder.kill()
+        holder.wait()
