@@ -653,6 +653,26 @@ def discard(path):
         pass
 
 
+def unreplaceable(path):
+    """Why a script may not replace path (None if it may), as the start of a sentence: a file that does not
+    open for writing (read-only, or immutable or append-only, which stop root too: its rename would fail), or
+    a folder with such a file, or in which no file can be created. Opening a file writes nothing. Checked
+    before anything is written, so that a replacement never stops part-way and leaves half of what was there."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        for folder, _, names in os.walk(path):
+            for why in [cannot_write(folder), *(unreplaceable(os.path.join(folder, n)) for n in names)]:
+                if why:
+                    return why
+        return None
+    if not os.path.isfile(path) or os.path.islink(path):  # a link is replaced, never its target
+        return None
+    try:
+        open(path, 'r+b').close()
+    except OSError as e:
+        return f"{path} does not open for writing ({e.strerror})"
+    return None
+
+
 def cannot_write(folder):
     """Why no file can be created in folder (None if one can): a file that is never linked into the
     folder is the one sure test, root included (os.access says yes to root)."""

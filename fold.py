@@ -31,7 +31,8 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 import numpy as np
 import torch
 
-from configurator import HERE, FlagError, cannot_write, discard, flag, locked, parse_flags, write_failure, write_remedy
+from configurator import (HERE, FlagError, cannot_write, discard, flag, locked, parse_flags, unreplaceable,
+                          write_failure, write_remedy)
 from diagnose import train_counts
 from model import GPT, FakeLN, LayerNorm, broken_link, load_checkpoint, missing_hint, mixed_run_note, run_checkpoint
 from tokens import open_tokens, read_meta
@@ -200,26 +201,6 @@ def aside(path, kind='tmp'):
     fold.py's own (a user's 'model.tmp' beside an export 'model' is the user's, never a leftover)."""
     folder, name = os.path.split(os.path.normpath(path))
     return os.path.join(folder, f'.{name}.fold-{kind}')
-
-
-def unreplaceable(path):
-    """Why fold.py may not replace path, a file or a folder with all it holds (None if it may): a file that
-    does not open for writing (read-only, or immutable or append-only, which stop root too) or a folder in
-    which no file can be created. Checked before anything is written: a replacement that stopped part-way
-    would leave half of what was there."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        for folder, _, names in os.walk(path):
-            for why in [cannot_write(folder), *(unreplaceable(os.path.join(folder, n)) for n in names)]:
-                if why:
-                    return why
-        return None
-    if not os.path.isfile(path) or os.path.islink(path):  # a link is replaced, never its target
-        return None
-    try:
-        open(path, 'r+b').close()
-    except OSError as e:
-        return f"{path} does not open for writing ({e.strerror})"
-    return None
 
 
 def swap(staging, path):

@@ -9,10 +9,14 @@ of one setting: each setting is drawn as the median over seeds with a shaded
 2.5-97.5 percentile band, as in the paper. Settings without a final norm (All-Taper, FakeLN) are dashed.
 Train curves are EMA-smoothed per run (--smooth) before the median; val losses are drawn raw.
 """
+import contextlib
+import errno
 import json
 import math
 import os
+import re
 import shlex
+import signal
 import sys
 
 try:
@@ -24,8 +28,9 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 
 import numpy as np
 
-from configurator import (compression, discard, elsewhere_hint, figure_metadata, flag, folder_kind, is_our_figure, parse_flags,
-                          special_files)
+from configurator import (SIGNALS, FolderLock, compression, discard, elsewhere_hint, figure_metadata, flag,
+                          folder_kind, is_our_figure, parse_flags, releasing_locks, special_files, unreplaceable,
+                          write_failure, write_remedy)
 
 TAPER_LABELS = {"none": "Baseline", "internal": "Internal-Taper", "all": "All-Taper"}
 AUX_LABELS = {"none": "", "fixed": " (+aux)", "baroni": " (+Baroni aux)"}
@@ -332,21 +337,89 @@ def plot_metric(ax, groups, key, smooth=0.0):
     return np.concatenate(drawn, 1) if drawn else np.empty((2, 0))
 
 
-def save(fig, out_dir, name):
-    """Write the figure aside, then rename it over path: a figure that is a link is replaced, never written
-    through to the file it names, and a killed plot leaves no half-written figure."""
-    path = os.path.join(out_dir, name)
-    aside = os.path.join(out_dir, f".{name}.tmp")
+def aside(path):
+    """Where save draws the figure at path before giving it that name: hidden beside it, under a name of this
+    process's own, never another plot.py's."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.{os.getpid()}.plot-tmp")
+
+
+LEFTOVER = re.compile(r"\..+\.(\d+)\.plot-tmp")  # aside()'s name: a file of a plot.py killed outright (kill -9)
+
+
+def running(pid):
+    """Whether a process with this id runs (another plot.py drawing its figures)."""
     try:
-        fig.savefig(aside, dpi=150, bbox_inches="tight", metadata=figure_metadata(path, "plot.py"),
-                    format=os.path.splitext(name)[1][1:])
-        os.replace(aside, path)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def stops_held():
+    """Ctrl-C and the signals that stop a script (configurator.SIGNALS) wait for the block's end: a stop
+    between two renames would leave a mix of two plots' figures. Each is caught where Python takes it, in
+    the main thread (a signal mask would not hold it: any thread of the process may receive it)."""
+    held = []
+    kept = {s: signal.getsignal(s) for s in (signal.SIGINT, *SIGNALS)
+            if signal.getsignal(s) not in (signal.SIG_IGN, None)}  # nohup's ignored SIGHUP stays ignored
+    for s in kept:
+        signal.signal(s, lambda signum, frame: held.append(signum))
+    try:
+        yield
     finally:
-        discard(aside)
+        for s, handler in kept.items():
+            signal.signal(s, handler)
+        if held:
+            signal.raise_signal(held[0])
+
+
+def save(figures, out_dir):
+    """Write each figure ({name: figure}) aside, then rename them all over their names once every one is
+    written: a full disk or a stop part-way leaves the earlier figures as they were, not a mix of two plots.
+    A figure that is a link is replaced, never written through to the file it names."""
     import matplotlib.pyplot as plt
-    plt.close(fig)
-    print(f"wrote {path}")
-    return path
+    paths = [os.path.join(out_dir, name) for name in figures]
+    earlier = any(os.path.lexists(path) for path in paths)
+    replaced = None  # the names renamed into place so far, once the renames begin
+    try:
+        for path, fig in zip(paths, figures.values()):
+            fig.savefig(aside(path), dpi=150, bbox_inches="tight", metadata=figure_metadata(path, "plot.py"),
+                        format=os.path.splitext(path)[1][1:])
+        with stops_held():
+            replaced = []
+            for path in paths:
+                os.replace(aside(path), path)
+                replaced.append(os.path.basename(path))
+    except OSError as e:  # path: the figure being written, or renamed
+        for leftover in map(aside, paths):
+            discard(leftover)
+        left = [aside(p) for p in paths if os.path.lexists(aside(p))]
+        reason = write_failure(e, path)
+        todo = write_remedy(reason) or (("clear the append-only or immutable attribute of the folder (lsattr shows "
+                                         "it; chattr -a -i)" if e.errno == errno.EPERM else f"make {out_dir} writable")
+                                        + ", or choose another --out_dir")
+        if replaced:  # a rename failed after others (the check in main saw every figure replaceable)
+            state = f"{', '.join(replaced)} {'is' if len(replaced) == 1 else 'are'} new, the others the earlier ones"
+        else:
+            state = f"the earlier figures in {out_dir} are kept as they were" if earlier else "no figure was written"
+        raise SystemExit(f"cannot {'write' if replaced is None else 'replace'} {path} ({reason}): {todo}; {state}"
+                         + (f" (only {', '.join(left)} {'is' if len(left) == 1 else 'are'} left, which the folder "
+                            f"does not let plot.py remove: an append-only folder?)" if left else "")) from None
+    finally:
+        for leftover in map(aside, paths):
+            discard(leftover)
+        for fig in figures.values():
+            plt.close(fig)
+    for name in os.listdir(out_dir):  # a plot.py killed outright (kill -9) left these; a running one's stay
+        if (m := LEFTOVER.fullmatch(name)) and not running(int(m[1])):
+            discard(os.path.join(out_dir, name))
+    for path in paths:
+        print(f"wrote {path}")
+    return paths
 
 
 FLAGS = dict(
@@ -359,6 +432,7 @@ FLAGS = dict(
 )
 
 
+@releasing_locks
 def main(argv=None):
     args = parse_flags(FLAGS, argv, positional="run_dirs")  # before matplotlib: it reads MPLBACKEND as imported
     import matplotlib
@@ -405,11 +479,23 @@ def main(argv=None):
         raise SystemExit(f"out_dir={args.out_dir} is another training run, none of those plotted, where these figures "
                          f"would pass for its own: write them elsewhere, e.g. --out_dir=out-plots, or into the "
                          f"folder of a run plotted")
+    # One plot.py at a time writes a folder of figures (held up front if there). A run's own folder is not
+    # held: its train.py holds it while the run trains, and plotting a run as it trains is allowed.
+    lock = None if kind and kind.startswith('a training run') else FolderLock(args.out_dir, "plot.py")
     foreign = [n for n in names if os.path.isfile(os.path.join(args.out_dir, n))
                and not is_our_figure(os.path.join(args.out_dir, n), "plot.py")]
     if foreign:
         raise SystemExit(f"{os.path.join(args.out_dir, foreign[0])} exists and is not a figure that plot.py "
                          f"wrote, so plot.py will not replace it: choose another --out_dir or --prefix")
+    for name in names:  # checked before any is drawn: the three are replaced together, or none
+        path = os.path.join(args.out_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise SystemExit(f"{path} is a folder, where plot.py writes a figure, and nothing was written: move it "
+                             f"away, or choose another --out_dir or --prefix")
+        if why := unreplaceable(path):
+            raise SystemExit(f"{why}, so plot.py will not replace it, nor the other figures without it, and nothing "
+                             f"was written: make it writable (an immutable or read-only file? lsattr and ls -l show "
+                             f"which), or choose another --out_dir or --prefix")
     runs = [load_run(d) for d in args.run_dirs]
     for i, run in enumerate(runs):  # a run passed twice, or copied, would count as two seeds
         twin = next((j for j in range(i) if runs[j]["train"] == run["train"]), None)
@@ -430,7 +516,9 @@ def main(argv=None):
     if tokens:
         print(tokens)
     os.makedirs(args.out_dir, exist_ok=True)
-    written = []
+    if lock:
+        lock.hold()
+    figures = {}  # name -> figure, written together at the end
 
     # Fig. 1a: train CE (what is compared; the aux loss is logged apart), val loss as markers
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -463,7 +551,7 @@ def main(argv=None):
     smoothed = f", EMA {args.smooth}" if args.smooth > 0 else ""
     ax.set(xlabel="step", ylabel="cross-entropy", title=f"Training loss (median over seeds{smoothed})")
     ax.legend()
-    written.append(save(fig, args.out_dir, f"{args.prefix}loss.png"))
+    figures[f"{args.prefix}loss.png"] = fig
 
     # Fig. 1b: logit chasing shows as growth over orders of magnitude, hence log y when the range is wide
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -473,7 +561,7 @@ def main(argv=None):
     ax.set(xlabel="step", ylabel="mean logit $\\ell_2$ norm",
            title="Mean logit $\\ell_2$ norm (dashed: no final norm)")
     ax.legend()
-    written.append(save(fig, args.out_dir, f"{args.prefix}logit_norm.png"))
+    figures[f"{args.prefix}logit_norm.png"] = fig
 
     # Fig. 2: one panel per weight type; the eighth cell holds the shared legend
     fig, axes = plt.subplots(2, 4, figsize=(13, 6), sharex=True)
@@ -492,8 +580,8 @@ def main(argv=None):
     else:  # labels too long for the cell (runs told apart by their flags): the legend goes under the panels
         fig.tight_layout()
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize="small")
-    written.append(save(fig, args.out_dir, f"{args.prefix}grad_norms.png"))
-    return written
+    figures[f"{args.prefix}grad_norms.png"] = fig
+    return save(figures, args.out_dir)
 
 
 if __name__ == "__main__":

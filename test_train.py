@@ -3,6 +3,7 @@ The scripts, end to end on real TinyStories text (../shared/data): data preparat
 every setting of the paper, exact resume, DDP, the errors a user can cause, and the figures.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -347,7 +348,8 @@ def test_plot_keeps_every_val_loss_after_the_first_tenth_inside_the_loss_axes(ru
     rows = [r | {'val_loss': top + 1.0 + r['iter'] / 1000} if 'val_loss' in r else r for r in rows]
     (high / 'log.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
     limits = {}
-    monkeypatch.setattr(plot, 'save', lambda fig, out_dir, name: limits.setdefault(name, fig.axes[0].get_ylim()))
+    monkeypatch.setattr(plot, 'save', lambda figures, out_dir: limits.update(
+        {name: fig.axes[0].get_ylim() for name, fig in figures.items()}))
     plot.main([str(high), '--out_dir', str(tmp_path / 'figs')])
     last = max(r['iter'] for r in rows)
     shown = [r['val_loss'] for r in rows if 'val_loss' in r and r['iter'] >= 0.1 * last]
@@ -369,8 +371,9 @@ def test_plot_names_fakeln_and_dyt_runs_by_their_method(runs, tmp_path, monkeypa
         config = json.load(open(runs / 'baseline' / 'config.json')) | change
         json.dump(config, open(tmp_path / name / 'config.json', 'w'))
     lines = {}
-    monkeypatch.setattr(plot, 'save', lambda fig, out_dir, name: lines.setdefault(
-        name, {l.get_label(): l.get_linestyle() for l in fig.axes[0].get_lines() if l.get_label()[0] not in '_v'}))
+    monkeypatch.setattr(plot, 'save', lambda figures, out_dir: lines.update(
+        {name: {l.get_label(): l.get_linestyle() for l in fig.axes[0].get_lines() if l.get_label()[0] not in '_v'}
+         for name, fig in figures.items()}))
     plot.main([str(runs / 'baseline'), str(tmp_path / 'fakeln'), str(tmp_path / 'dyt'), str(runs / 'all_aux'),
                '--out_dir', str(tmp_path / 'figs')])
     assert lines['loss.png'] == {'Baseline': '-', 'FakeLN (+Baroni aux)': '--', 'DyT': '-', 'All-Taper (+aux)': '--'}
@@ -391,8 +394,9 @@ def test_plot_draws_seeds_that_ran_differently_or_stopped_early_as_one_setting_a
         (tmp_path / f's{seed}' / 'log.jsonl').write_text(''.join(json.dumps(r | {'loss': r['loss'] + 0.01 * seed}) + '\n'
                                                                   for r in kept))
     legends = {}
-    monkeypatch.setattr(plot, 'save', lambda fig, out_dir, name: legends.setdefault(
-        name, [l.get_label() for l in fig.axes[0].get_lines() if l.get_label()[0] not in '_v']))
+    monkeypatch.setattr(plot, 'save', lambda figures, out_dir: legends.update(
+        {name: [l.get_label() for l in fig.axes[0].get_lines() if l.get_label()[0] not in '_v']
+         for name, fig in figures.items()}))
     plot.main([str(runs / 'internal_aux'), str(tmp_path / 's2'), str(tmp_path / 's3'), '--out_dir', str(tmp_path / 'f')])
     assert legends['loss.png'] == ['Internal-Taper (+aux) (3 seeds)']
     last = [r for r in rows if 'lr' in r][-1]['iter']  # the last training row (evaluation rows carry no lr)
@@ -411,7 +415,8 @@ def test_plot_keeps_the_loss_axes_on_the_curves_when_a_val_loss_blows_up(runs, t
     rows = [r | {'val_loss': 1e7} if 'val_loss' in r and r['iter'] == at else r for r in rows]
     (blown / 'log.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
     limits = {}
-    monkeypatch.setattr(plot, 'save', lambda fig, out_dir, name: limits.setdefault(name, fig.axes[0].get_ylim()))
+    monkeypatch.setattr(plot, 'save', lambda figures, out_dir: limits.update(
+        {name: fig.axes[0].get_ylim() for name, fig in figures.items()}))
     plot.main([str(blown), '--out_dir', str(tmp_path / 'figs')])
     top = max(r['loss'] for r in rows if 'lr' in r)
     assert limits['loss.png'][1] < top + 5
@@ -471,6 +476,139 @@ def test_plot_says_when_runs_on_one_axis_count_different_tokens(runs, tmp_path):
     assert f"(vocab_size {2 * config['vocab_size']}) measure their loss" in said, said
     said = run('plot.py', str(runs / 'baseline'), str(runs / 'internal_aux'), f'--out_dir={tmp_path / "figs3"}').stdout
     assert 'note:' not in said
+
+
+
+def hashes(folder):
+    """The sha256 of every file in folder, hidden ones too, by name."""
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in os.listdir(folder)}
+
+
+def test_plot_that_cannot_write_its_last_figure_keeps_the_earlier_ones(runs, tmp_path):
+    """plot.py replaces its three figures together or not at all: a write that fails part-way (here the
+    shell's file-size limit, ulimit -f, between the first two figures and the larger grad_norms.png, drawn
+    last; a full disk alike) stops with one sentence that names the figure, and every earlier figure is as
+    it was, byte for byte, with no file of the plot left beside them."""
+    import resource
+    import plot
+    figs, probe = tmp_path / 'figs', tmp_path / 'probe'
+    plot.main([str(runs / 'baseline'), '--out_dir', str(figs)])  # the earlier figures
+    both = [str(runs / 'baseline'), str(runs / 'all_aux')]
+    plot.main([*both, '--out_dir', str(probe)])  # the figures that will fail, for their sizes
+    size = {name: os.path.getsize(probe / name) for name in os.listdir(probe)}
+    first = max(size['loss.png'], size['logit_norm.png'])
+    limit = (first + size['grad_norms.png']) // 2
+    assert first < limit < size['grad_norms.png'], size
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    before = hashes(figs)
+    proc = subprocess.run([sys.executable, str(ROOT / 'plot.py'), *both, f'--out_dir={figs}'], capture_output=True,
+                          text=True, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard)))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and 'Traceback' not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"cannot write {figs / 'grad_norms.png'} (the file-size limit of this shell") and \
+        lines[0].endswith(f"the earlier figures in {figs} are kept as they were"), lines[0]
+    assert hashes(figs) == before
+
+
+def test_plot_refuses_an_earlier_figure_it_cannot_replace_before_it_replaces_any(runs, tmp_path):
+    """An earlier figure that cannot be replaced (immutable, chattr +i, which binds root too; for a user
+    other than root, read-only) stops plot.py before it writes anything, with one sentence that names it:
+    the figures drawn before it are not replaced without it, and every file is as it was."""
+    import plot
+    figs = tmp_path / 'figs'
+    plot.main([str(runs / 'baseline'), '--out_dir', str(figs)])
+    before = hashes(figs)
+    last = figs / 'grad_norms.png'  # written last: the others would be replaced by then
+    if subprocess.run(['chattr', '+i', str(last)], capture_output=True).returncode == 0:
+        undo = lambda: subprocess.run(['chattr', '-i', str(last)], check=True)
+    elif os.geteuid() != 0:
+        last.chmod(0o444)
+        undo = lambda: last.chmod(0o644)
+    else:
+        pytest.skip("needs chattr +i (root and a file system that keeps the attribute): root may write a "
+                    "read-only file")
+    try:
+        proc = run('plot.py', str(runs / 'baseline'), str(runs / 'all_aux'), f'--out_dir={figs}', check=False)
+    finally:
+        undo()
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and 'Traceback' not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"{last} does not open for writing (") and "nothing was written" in lines[0], lines[0]
+    assert hashes(figs) == before
+
+
+def test_plot_stopped_part_way_leaves_one_whole_set_of_figures(runs, tmp_path, monkeypatch):
+    """Ctrl-C while plot.py writes its figures aside leaves the earlier figures as they were, with no file
+    of the plot left; one that comes as it renames them into place waits for the last rename: the folder
+    holds one plot's set, never a mix of two plots' figures."""
+    import signal
+    import matplotlib.figure
+    import plot
+    figs = tmp_path / 'figs'
+    plot.main([str(runs / 'baseline'), '--out_dir', str(figs)])
+    before = hashes(figs)
+    savefig, replace = matplotlib.figure.Figure.savefig, os.replace
+
+    def interrupted(fig, path, **kwargs):  # Ctrl-C as the last figure is written, its file begun
+        savefig(fig, path, **kwargs)
+        if 'grad_norms' in str(path):
+            raise KeyboardInterrupt
+
+    def interrupting(src, dst):  # Ctrl-C right after the first rename
+        replace(src, dst)
+        renamed.append(dst)
+        if len(renamed) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    both = [str(runs / 'baseline'), str(runs / 'all_aux'), '--out_dir', str(figs)]
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C's own, whatever pytest's is
+    try:
+        with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
+            patch.setattr(matplotlib.figure.Figure, 'savefig', interrupted)
+            plot.main(both)
+        assert hashes(figs) == before
+        renamed = []
+        with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
+            patch.setattr(os, 'replace', interrupting)
+            plot.main(both)
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    after = hashes(figs)
+    assert len(renamed) == 3 and after.keys() == before.keys() and all(after[n] != before[n] for n in before), after
+
+
+def test_one_plot_at_a_time_writes_a_folder_of_figures_and_a_running_run_is_plotted(runs, tmp_path):
+    """Two plot.py into one folder of figures at once would rename their figures over each other's: one
+    that finds the folder held (a lock on the folder itself, as a prepare script holds its data folder)
+    stops with one sentence and writes nothing. A run's own folder, which its train.py holds while it
+    trains, is plotted into all the same (plotting a run as it trains), and plot.py takes no lock there
+    that a resume would meet; a running plot.py's hidden files are never taken for a killed one's."""
+    import fcntl
+    import plot
+    figs, run_dir = tmp_path / 'figs', tmp_path / 'run'
+    plot.main([str(runs / 'baseline'), '--out_dir', str(figs)])
+    shutil.copytree(runs / 'baseline', run_dir, ignore=shutil.ignore_patterns('*.pt'))
+    before = hashes(figs)
+    fd = os.open(figs, os.O_RDONLY)  # the other plot.py, holding the folder
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        proc = run('plot.py', str(run_dir), str(runs / 'all_aux'), f'--out_dir={figs}', check=False)
+    finally:
+        os.close(fd)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert lines[0] == f"another plot.py is writing into {figs} right now: wait for it to end, then run this again"
+    assert hashes(figs) == before
+    fd = os.open(run_dir, os.O_RDONLY)  # its train.py, training
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    live = run_dir / f'.loss.png.{os.getpid()}.plot-tmp'  # a running plot.py's (this process's id) file
+    live.write_bytes(b'drawing')
+    try:
+        proc = run('plot.py', str(run_dir), str(runs / 'all_aux'), f'--out_dir={run_dir}', check=False)
+    finally:
+        os.close(fd)
+    assert proc.returncode == 0 and (run_dir / 'loss.png').is_file(), proc.stderr
+    assert live.read_bytes() == b'drawing'
 
 
 # --- fold.py, sample.py, bench.py ------------------------------------------------------------------
