@@ -1545,7 +1545,20 @@ def running_script(frame):
 
 def stopped(signum, frame):
     if running_script(frame):  # a signal as the interpreter exits, its work done, changes nothing
-        raise Stopped(SIGNALS[signum])
+        stop = Stopped(SIGNALS[signum])
+        stop.signum = signum
+        raise stop
+
+
+def stop_again(unraisable):
+    """sys.unraisablehook: a stop raised inside a finalizer (a __del__, matplotlib's clean-up of a figure)
+    is dropped there by Python with an "Exception ignored" traceback, and the script would go on to exit 0
+    as if never stopped: its signal is sent again, to stop the script where it runs next."""
+    stop = unraisable.exc_value
+    if isinstance(stop, KeyboardInterrupt):  # Ctrl-C, or a Stopped signal
+        os.kill(os.getpid(), getattr(stop, 'signum', signal.SIGINT))
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 if os.path.dirname(os.path.abspath(getattr(sys.modules['__main__'], '__file__', '') or '.')) == \
@@ -1553,6 +1566,7 @@ if os.path.dirname(os.path.abspath(getattr(sys.modules['__main__'], '__file__', 
     for _signum in SIGNALS:
         if signal.getsignal(_signum) == signal.SIG_DFL:  # nohup's ignored SIGHUP stays ignored
             signal.signal(_signum, stopped)
+    sys.unraisablehook = stop_again
     # The last exit callback (registered first): the interpreter would next put back the signals' default
     # actions, and a limit's SIGXCPU after the work is done would kill the process without a word.
     atexit.register(lambda: [signal.signal(s, signal.SIG_IGN) for s in SIGNALS if callable(signal.getsignal(s))])

@@ -577,3 +577,41 @@ def test_a_resume_keeps_the_runs_origin_and_an_earlier_fold_is_not_taken_for_ano
     out = run('sample.py', f'--out_dir={run_dir}', '--ckpt=ckpt_folded.pt', '--device=cpu', '--max_new_tokens=2',
               '--num_samples=1').stdout
     assert 'copied in from another run' not in out and 'folded from iter 8 of this run' in out, out
+
+
+def test_a_stop_that_python_drops_in_a_finalizer_is_sent_again():
+    """Python drops an exception raised inside a finalizer, printing "Exception ignored", and hands it to
+    sys.unraisablehook: a stop (a signal's configurator.Stopped, or Ctrl-C) that lands there would be lost
+    and the script exit 0. The scripts' hook sends the same signal again; anything else is Python's."""
+    import signal
+    import time
+    got = []
+
+    class Dropping:
+        def __init__(self, stop):
+            self.stop = stop
+
+        def __del__(self):
+            raise self.stop
+
+    stop = configurator.Stopped('stopped: SIGUSR1')
+    stop.signum = signal.SIGUSR1
+    before, hook = signal.signal(signal.SIGUSR1, lambda s, f: got.append(s)), sys.unraisablehook
+    sys.unraisablehook = configurator.stop_again
+    try:
+        Dropping(stop)  # collected at once: its __del__ raises into the hook
+        for _ in range(100):
+            if got:
+                break
+            time.sleep(0.01)
+        assert got == [signal.SIGUSR1]
+        seen = []
+        sys.__unraisablehook__, real = (lambda u: seen.append(type(u.exc_value))), sys.__unraisablehook__
+        try:
+            Dropping(ValueError('a bug'))
+        finally:
+            sys.__unraisablehook__ = real
+        assert seen == [ValueError] and got == [signal.SIGUSR1]
+    finally:
+        sys.unraisablehook = hook
+        signal.signal(signal.SIGUSR1, before)
