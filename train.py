@@ -840,6 +840,17 @@ def get_gate(it):
 
 
 # --- model, optimizer, resume ---------------------------------------------------------------------
+if init_from not in ('scratch', 'resume'):  # the HF model's own shape against the config's, from its config.json
+    if (taper != 'none' or fakeln) and is_export(init_from):
+        source = export_source(init_from)
+        fail(f"{init_from} is fold.py's norm-free export: its norms are identities already, so there is nothing "
+             f"to {'taper' if taper != 'none' else 'replace with FakeLN'}: fine-tune it with --taper=none"
+             f"{' --fakeln=False' if fakeln else ''}, or go on from the run it was exported from"
+             + (f" ({source})" if source else ""))
+    try:  # alone: before the plan (of the config's shape) and before the run's settings are applied to it
+        model_shape(pretrained_config(init_from))
+    except (OSError, ValueError, KeyError) as e:
+        fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))  # a KeyError's str() is quoted
 need = memory.plan(dict(config, device=device), world_size if fsdp else 1, ranks=world_size)['total']  # before allocating
 have = memory.device_bytes(device)
 if device_type == 'cuda' and rank == 0:
@@ -991,12 +1002,6 @@ elif init_from == 'resume':
 else:
     settings = dict(taper=taper, aux_loss=aux_loss, aux_weight=aux_weight, ema_rate=ema_rate, dropout=dropout,
                     fakeln=fakeln, fakeln_momentum=fakeln_momentum, fakeln_sigma=fakeln_sigma)
-    if (taper != 'none' or fakeln) and is_export(init_from):
-        source = export_source(init_from)
-        fail(f"{init_from} is fold.py's norm-free export: its norms are identities already, so there is nothing "
-             f"to {'taper' if taper != 'none' else 'replace with FakeLN'}: fine-tune it with --taper=none"
-             f"{' --fakeln=False' if fakeln else ''}, or go on from the run it was exported from"
-             + (f" ({source})" if source else ""))
     try:
         model_shape(pretrained_config(init_from, **settings))  # config.json alone: refusals come before the weights
         model = from_pretrained(init_from, **settings)
