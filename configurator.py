@@ -201,6 +201,14 @@ def not_utf8_argument(arg):
     try:
         arg.encode('utf-8')
     except UnicodeEncodeError as e:
+        try:  # UTF-8 bytes that an ASCII locale (LC_ALL=C without Python's UTF-8 mode) could not read
+            os.fsencode(arg).decode('utf-8')
+            if codecs.lookup(sys.getfilesystemencoding()).name == 'ascii':
+                raise FlagError(f"{os.fsencode(arg).decode('utf-8')} holds letters beyond ASCII, and this shell's locale "
+                                f"({os.environ.get('LC_ALL') or os.environ.get('LC_CTYPE') or os.environ.get('LANG') or 'C'}) "
+                                f"lets Python read ASCII alone: run with PYTHONUTF8=1 (or LC_ALL=C.UTF-8)") from None
+        except UnicodeDecodeError:
+            pass
         shown = os.fsencode(arg).decode('utf-8', 'backslashreplace')
         byte = os.fsencode(arg[e.start:e.end])[0]
         raise FlagError(f"{shown} holds the byte 0x{byte:02X}, which is not UTF-8 (a name made under another "
@@ -545,8 +553,14 @@ def checked_path(key, path, write=True):
         raise FlagError(f"{key}={path!r} ends in or holds a space, tab or line break (a config file saved with "
                         f"Windows line ends?): name the folder without it")
     if repository_folder(path, assets=key != 'assets'):  # reproduce.py --assets=assets refreshes the README's results
-        raise FlagError(f"{key}={path} is {repository_folder(path)}, where the outputs would lie among its files: "
-                        f"name a folder for them, e.g. --{key}=out")
+        where = repository_folder(path)
+        example = os.path.relpath(os.path.join(HERE, os.path.basename(os.path.normpath(path))))
+        raise FlagError(f"{key}={path} is {where}, where the outputs would lie among its files: name a folder "
+                        f"for them, e.g. --{key}={example if where.startswith('a folder inside') else 'out'}")
+    dots = next((part for part in os.path.normpath(path).split(os.sep) if len(part) > 2 and not part.strip('.')), None)
+    if dots:  # --out_dir=... copied from a docs row: a folder that ls does not show
+        raise FlagError(f"{key}={path} holds '{dots}', a placeholder left in from the docs (a folder of that name "
+                        f"would be hidden): name the folder, e.g. --{key}=out-run")
     whose = {os.path.realpath(os.path.expanduser('~')): 'your home folder itself',
              os.path.realpath(os.sep): "the file system's root"}.get(os.path.realpath(path))
     if whose:  # --out_dir=~ meant ~/runs/...: the outputs would lie among every file of the user's
@@ -585,6 +599,9 @@ def repository_folder(folder, assets=True):
         return "the repository's own folder"
     if os.path.realpath(folder) in {os.path.join(HERE, f) for f in REPOSITORY_FOLDERS}:
         return f"the repository's {os.path.basename(os.path.realpath(folder))}/ folder"
+    inside = [f for f in REPOSITORY_FOLDERS if (os.path.realpath(folder) + os.sep).startswith(os.path.join(HERE, f, ''))]
+    if inside:  # docs/out-quick-cpu: a config's relative out_dir, run from inside docs/ or config/
+        return f"a folder inside the repository's {inside[0]}/ folder"
     committed = os.path.join(HERE, 'assets')
     if assets and (os.path.realpath(folder) + os.sep).startswith(committed + os.sep):
         return f"the repository's {os.path.relpath(os.path.realpath(folder), HERE)}/ folder (its committed results)"
@@ -651,6 +668,29 @@ def discard(path):
             os.remove(path)
     except OSError:
         pass
+
+
+def matplotlib_folder():
+    """Before matplotlib is imported: where its config and font cache go. A home that cannot hold them (a
+    read-only home, HOME a file) makes matplotlib use a temporary folder with a two-line warning each run;
+    the scripts choose that temporary folder themselves, quietly, and remove it at exit."""
+    if os.environ.get('MPLCONFIGDIR'):
+        return
+    home = os.path.expanduser('~')
+    folders = [os.path.join(os.environ.get('XDG_CONFIG_HOME') or os.path.join(home, '.config'), 'matplotlib'),
+               os.path.join(os.environ.get('XDG_CACHE_HOME') or os.path.join(home, '.cache'), 'matplotlib')]
+    for folder in folders:
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError:
+            break
+        if cannot_write(folder):
+            break
+    else:
+        return
+    temporary = tempfile.mkdtemp(prefix='matplotlib-')
+    atexit.register(shutil.rmtree, temporary, ignore_errors=True)
+    os.environ['MPLCONFIGDIR'] = temporary
 
 
 def unreplaceable(path):
@@ -1427,13 +1467,18 @@ def lacking(error):
             return (f"{prog} stopped: the disk is full{where}: free some space (df -h shows it), or write to a "
                     f"folder on another disk")
         if isinstance(cause, MemoryError) or isinstance(cause, OSError) and cause.errno == errno.ENOMEM or any(
-                s in str(cause) for s in ('Cannot allocate memory', 'failed to map segment')):  # a library's mmap
+                s in str(cause) for s in ('Cannot allocate memory', 'failed to map segment', 'std::bad_alloc')):
+            # a library's mmap, or C++'s allocation failing under torch's import
             limit = resource.getrlimit(resource.RLIMIT_AS)[0]
             if limit != resource.RLIM_INFINITY:
                 return (f"{prog} stopped: it ran out of memory under this shell's limit of {limit / 2 ** 30:.1f} GB "
                         f"(ulimit -v): raise it (ulimit -v unlimited), then run again")
             return (f"{prog} stopped: it ran out of memory: close other programs, or run it on a machine with more "
                     f"(for train.py, `python memory.py` with the same flags shows what a run needs)")
+        if isinstance(cause, OSError) and cause.errno in (errno.EMFILE, errno.ENFILE):
+            limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            return (f"{prog} stopped: it may open no more files (the limit of this shell, ulimit -n, is {limit}): "
+                    f"raise it (ulimit -n 4096), then run again")
     return None
 
 
@@ -1633,8 +1678,22 @@ class Printing:
 
 
 def printing(prog):
-    """sys.stdout as a Printing for prog, made once (the scripts' import of this module makes it)."""
-    if not isinstance(sys.stdout, Printing) and sys.stdout is not None:
+    """sys.stdout as a Printing for prog, made once (the scripts' import of this module makes it). Started
+    with standard output closed (`>&-`), where Python prints nothing without a word: a script whose work is
+    what it prints stops with one sentence, one whose work is files says so once and goes on; either way
+    /dev/null takes descriptor 1, which the next file opened would otherwise take."""
+    if sys.stdout is None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        if devnull != 1:
+            os.dup2(devnull, 1)
+            os.close(devnull)
+        if KEPT.get(prog) is None:
+            sys.exit(f"{prog}: its standard output is closed (>&-?), and what it prints is its work: print to a "
+                     f"terminal, or redirect it to a file (> out.txt)")
+        print(f"note: {prog}'s standard output is closed, so it goes on without printing: {KEPT[prog]}",
+              file=sys.stderr, flush=True)
+        sys.stdout = open(1, 'w', closefd=False)
+    if not isinstance(sys.stdout, Printing):
         sys.stdout = Printing(sys.stdout, prog)
     return sys.stdout
 

@@ -35,7 +35,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from configurator import FlagError, cannot_write, figure_metadata, flag, is_our_figure, parse_flags, repository_folder
+from configurator import (FlagError, cannot_write, figure_metadata, flag, is_our_figure, matplotlib_folder, parse_flags,
+                          repository_folder)
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    replaced_run, run_checkpoint, taper_note)
 from tokens import (data_tokenizer, inner_data, load_tokenizer, open_tokens, other_tokens, prepare_command, raw_text,
@@ -282,6 +283,7 @@ def print_report(report, decode=None):
 
 
 def plot(report, path):
+    matplotlib_folder()
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -317,6 +319,7 @@ def check_plot(path, out_dir):
     """The --plot file can be written in a format matplotlib knows, outside the repository's own folders
     (out_dir: the run's, offered instead): checked before any work."""
     try:
+        matplotlib_folder()
         import matplotlib
         matplotlib.use('Agg')
     except ImportError:

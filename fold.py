@@ -612,6 +612,10 @@ def main(argv=None):
         reason = write_failure(e, out)
         if reason is None:
             raise
+        if not os.path.isdir(args.out_dir):  # mv run run2 while fold.py wrote beside its checkpoint
+            fail(f"{args.out_dir} was moved or removed while fold.py wrote into it, so nothing was written in its "
+                 f"place: run fold.py again with --out_dir=<where the run is now> (that removes the hidden "
+                 f"{os.path.basename(written)} this one left there)")
         target = str(getattr(e, 'filename2', None) or getattr(e, 'filename', None) or out)
         ours = (staging, aside(args.export_hf, 'old')) if staging else ()
         target = out if target == written else args.export_hf if ours and target.startswith(ours) else target

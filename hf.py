@@ -17,6 +17,7 @@ import difflib
 import functools
 import json
 import os
+import shlex
 from types import SimpleNamespace
 
 import torch
@@ -110,8 +111,10 @@ def local_mistake(name_or_dir):
             return f"{name_or_dir} is one file of the save_pretrained folder {folder}: pass the folder itself, {folder}"
         if name_or_dir.endswith('.pt'):
             run = folder if os.path.isfile(os.path.join(folder, 'log.jsonl')) else '<run>'
-            return (f"{name_or_dir} is a file, not a folder written by save_pretrained (a checkpoint of this "
-                    f"repository is read from its run's folder with --init_from=resume --out_dir={run})")
+            return (f"{name_or_dir} is a checkpoint file, not a folder written by save_pretrained: a new run starts "
+                    f"from an HF folder, which `python fold.py --out_dir={shlex.quote(run)} --export_hf=<folder>` "
+                    f"writes from its run, or continue that run in a copy of its folder (cp -r {shlex.quote(run)} "
+                    f"<copy>, then --init_from=resume --out_dir=<copy>)")
         return (f"{name_or_dir} is a file, not a folder written by save_pretrained: pass the folder that holds its "
                 f"config.json and weights, or a hub name such as gpt2")
     parent = os.path.dirname(os.path.normpath(name_or_dir))

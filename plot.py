@@ -29,7 +29,7 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 import numpy as np
 
 from configurator import (SIGNALS, FolderLock, compression, discard, elsewhere_hint, figure_metadata, flag,
-                          folder_kind, is_our_figure, parse_flags, releasing_locks, special_files, unreplaceable,
+                          folder_kind, is_our_figure, matplotlib_folder, parse_flags, releasing_locks, special_files, unreplaceable,
                           write_failure, write_remedy)
 
 TAPER_LABELS = {"none": "Baseline", "internal": "Internal-Taper", "all": "All-Taper"}
@@ -435,6 +435,7 @@ FLAGS = dict(
 @releasing_locks
 def main(argv=None):
     args = parse_flags(FLAGS, argv, positional="run_dirs")  # before matplotlib: it reads MPLBACKEND as imported
+    matplotlib_folder()
     import matplotlib
     matplotlib.use("Agg")  # files only, no display needed
     import matplotlib.pyplot as plt

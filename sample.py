@@ -108,6 +108,9 @@ if start == 'FILE:-' and not os.path.exists('-'):
          "--start=FILE:/dev/stdin")
 if start.startswith('FILE:'):
     prompt_file = os.path.expanduser(start[5:].strip())  # FILE: prompt.txt; a ~ the shell left, after the colon
+    if prompt_file in ('/dev/stdin', '/dev/fd/0', '/proc/self/fd/0') and sys.stdin is None:  # started with <&-
+        fail(f"--start=FILE:{prompt_file} reads the prompt from standard input, which is closed (<&-?): pipe the "
+             f"prompt in (echo 'Once upon a time' | python {script_path('sample.py')} ...), or name a text file")
     if os.path.isdir(prompt_file):
         fail(f"{prompt_file} is a folder: --start=FILE:path names a text file")
     piped = os.path.exists(prompt_file) and not os.path.isfile(prompt_file)  # FILE:/dev/stdin, FILE:<(...)

@@ -206,8 +206,8 @@ def test_what_the_machine_lacks_is_one_sentence_and_a_bug_keeps_its_traceback(mo
     """configurator's excepthook: a package of the requirements that cannot be imported, found anywhere in
     the chain of causes (transformers re-raises a missing safetensors as its own error), and a full disk
     (an OSError, or torch.save's zip writer's RuntimeError when little space is left) are one sentence;
-    any other exception, a ModuleNotFoundError of a module that is no package of ours included, is None:
-    its traceback stays."""
+    memory (a MemoryError, ENOMEM, C++'s bad_alloc) and open files (EMFILE) are too; any other exception,
+    a ModuleNotFoundError of a module that is no package of ours included, is None: its traceback stays."""
     missing = ModuleNotFoundError("No module named 'safetensors'", name='safetensors')
     try:
         try:
@@ -226,12 +226,17 @@ def test_what_the_machine_lacks_is_one_sentence_and_a_bug_keeps_its_traceback(mo
     # memory: Python's own MemoryError, an mmap's ENOMEM, a library that could not map itself in (under ulimit -v)
     for error in (MemoryError(), OSError(errno.ENOMEM, 'Cannot allocate memory'),
                   OSError('Memory mapping file failed: Cannot allocate memory'),
-                  ImportError('libopenblas.so: failed to map segment from shared object')):
+                  ImportError('libopenblas.so: failed to map segment from shared object'),
+                  RuntimeError('std::bad_alloc')):  # C++'s allocation, as torch is imported under ulimit -v
         monkeypatch.setattr(configurator.resource, 'getrlimit', lambda kind: (2 ** 31, 2 ** 31))
         assert 'ran out of memory under this shell\'s limit of 2.0 GB (ulimit -v)' in configurator.lacking(error)
         monkeypatch.setattr(configurator.resource, 'getrlimit', lambda kind: (configurator.resource.RLIM_INFINITY,) * 2)
         assert 'ran out of memory: close other programs' in configurator.lacking(error)
     assert configurator.lacking(OSError(errno.EACCES, 'Permission denied')) is None
+    monkeypatch.setattr(configurator.resource, 'getrlimit', lambda kind: (5, 5))  # ulimit -n 5
+    for error in (OSError(errno.EMFILE, 'Too many open files'), OSError(errno.ENFILE, 'Too many open files in system')):
+        assert 'may open no more files (the limit of this shell, ulimit -n, is 5)' in configurator.lacking(error)
+    monkeypatch.setattr(configurator.resource, 'getrlimit', lambda kind: (configurator.resource.RLIM_INFINITY,) * 2)
     writer = RuntimeError('[enforce fail at inline_container.cc:672] . unexpected pos 710784 vs 710672')
     monkeypatch.setattr(configurator.shutil, 'disk_usage', lambda path: type('usage', (), {'free': 1000})())
     assert configurator.write_failure(writer, str(tmp_path / 'ckpt.pt')).startswith('the disk is full')
@@ -615,3 +620,29 @@ def test_a_stop_that_python_drops_in_a_finalizer_is_sent_again():
     finally:
         sys.unraisablehook = hook
         signal.signal(signal.SIGUSR1, before)
+
+
+def test_a_script_started_with_its_standard_output_closed_says_so():
+    """Python gives a script started with descriptor 1 closed (`>&-`) no sys.stdout and prints nothing,
+    without a word: a script whose work is what it prints (sample.py, memory.py) stops with one sentence,
+    one whose work is files (fold.py) notes it once and goes on."""
+    import subprocess
+    for script, args, code in (('sample.py', '--out_dir=nowhere', 1), ('memory.py', '', 1), ('fold.py', '--help', 0)):
+        proc = subprocess.run(['bash', '-c', f'{sys.executable} {ROOT / script} {args} >&-'], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == code and len(lines) == 1 and 'Traceback' not in proc.stderr, (script, proc.stderr)
+        assert ("standard output is closed (>&-?), and what it prints is its work" if code else
+                "standard output is closed, so it goes on without printing") in lines[0], (script, lines)
+
+
+def test_a_prompt_read_from_a_closed_standard_input_is_one_sentence():
+    """sample.py --start=FILE:/dev/stdin started with standard input closed (`<&-`): the prompt's source is
+    said to be closed, not taken for a missing file."""
+    import subprocess
+    proc = subprocess.run(['bash', '-c', f'{sys.executable} {ROOT / "sample.py"} --out_dir=nowhere '
+                                         f'--start=FILE:/dev/stdin <&-'], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert 'reads the prompt from standard input, which is closed (<&-?)' in lines[0]

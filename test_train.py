@@ -611,6 +611,21 @@ def test_one_plot_at_a_time_writes_a_folder_of_figures_and_a_running_run_is_plot
     assert live.read_bytes() == b'drawing'
 
 
+def test_plot_under_a_home_that_cannot_hold_matplotlibs_cache_says_nothing_of_it(runs, tmp_path):
+    """A home matplotlib cannot write its config and font cache into (HOME a file here; a read-only home
+    alike) is no mistake of the user's: plot.py draws, with nothing on stderr (matplotlib itself would warn
+    in two lines and use a temporary folder), and leaves no temporary folder of its own behind."""
+    home = tmp_path / 'home'
+    home.write_text('not a folder')
+    temp = tmp_path / 'tmp'
+    temp.mkdir()
+    proc = run('plot.py', str(runs / 'baseline'), f'--out_dir={tmp_path / "figs"}',
+               env={'HOME': str(home), 'XDG_CONFIG_HOME': '', 'XDG_CACHE_HOME': '', 'MPLCONFIGDIR': '',
+                    'TMPDIR': str(temp)})
+    assert proc.stderr == '' and (tmp_path / 'figs' / 'loss.png').is_file()
+    assert list(temp.iterdir()) == []
+
+
 # --- fold.py, sample.py, bench.py ------------------------------------------------------------------
 
 @pytest.mark.parametrize('name', ['internal_aux', 'all_aux'])
