@@ -113,6 +113,9 @@ if cpu_time and (device != 'cpu' or torch.get_num_threads() != 1):
 moved = [key for key, default in SHAPE.items() if globals()[key] != default]
 if (ckpt or init_from) and moved:
     fail(f"the model's shape comes from --{'ckpt' if ckpt else 'init_from'}: drop --{', --'.join(moved)}")
+if ckpt and os.path.islink(ckpt) and not os.path.exists(ckpt):
+    fail(f"cannot time it: {ckpt} is a broken symbolic link (to {os.readlink(ckpt)}): point it at the checkpoint, or "
+         f"remove it")
 if ckpt and not os.path.isfile(ckpt):
     fail(f"no checkpoint at {ckpt}: " + missing_hint(os.path.dirname(ckpt) or '.', os.path.basename(ckpt),
                                                      "--ckpt names the checkpoint file of a tapered run, e.g. out/ckpt.pt",

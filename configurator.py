@@ -147,6 +147,7 @@ def convert(key, value, spec):
             raise FlagError(f"{key}={value!r} {not_ascii(value)}: {key} takes {spec.rule()}; type it again")
         if isinstance(value, str) and path_like:
             value = home(key, value)
+            stray_space(key, value)
             pasted_path(key, value)
             too_long(key, value)
             other_form(key, value)
@@ -303,6 +304,30 @@ PATH_KEYS = ('init_from', 'ckpt', 'out', 'tokenizer', 'export_hf', 'plot', 'asse
 QUOTES = '\u201c\u201d\u201e\u2018\u2019\u201a\u00ab\u00bb'  # typographic quotes, as documents print them
 
 
+def stray_space(key, value):
+    """A path to read with a space before or after it (a value pasted or quoted with its space), which names
+    nothing, while the path without it does."""
+    bare = value.strip()
+    if value != bare and bare and not os.path.exists(value) and os.path.exists(os.path.expanduser(bare)):
+        raise FlagError(f"{key}={value!r} begins or ends with a space (pasted, or quoted with it?), and nothing has "
+                        f"that name, while {bare} exists: give it without the space")
+
+
+def mistyped_path(key, value):
+    """For a path that names nothing and that no flag declares (plot.py's run folders): the slips of a pasted
+    value that the layer names for every path flag (invisible characters, a stray space, quotes, a URL)."""
+    if not isinstance(value, str) or os.path.exists(value):
+        return
+    if '\u00a0' in value or any(c in value for c in INVISIBLE):
+        raise FlagError(f"{key}={value!r} holds an invisible character or a non-breaking space (pasted from a chat "
+                        f"or a document?): type it again")
+    stray_space(key, value)
+    try:
+        pasted_path(key, value)
+    except FlagError as e:  # an argument, not a flag: its advice names the value alone
+        raise FlagError(str(e).replace(f"--{key}=", "")) from None
+
+
 def pasted_path(key, value):
     """A path pasted with what a document or a browser put around it: typographic quotes, or a URL."""
     if len(value) > 1 and value[0] == value[-1] and value[0] in '"\'' and not os.path.exists(value):
@@ -422,6 +447,11 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
     file otherwise fails deep inside one of them, or is read as mojibake. subject: how the sentence
     names the file (default: key=path)."""
     subject = subject or f"{key}={path}"
+    if compression(path):  # a download not unpacked, wherever text is read (a prompt file too)
+        name, unpack, ending = compression(path)
+        text = path[:-len(ending)] if path.endswith(ending) else path + '.unpacked'
+        raise FlagError(f"{subject} is {name}-compressed: unpack it first (`{unpack} {shlex.quote(path)} > "
+                        f"{shlex.quote(text)}`) and pass {text}")
     base, ending = os.path.splitext(path)
     utf8 = f"{base}.utf8{ending}"
     takes = re.sub(r'\s*\(default[^)]*\)$', '', wanted or '') or 'UTF-8 text'  # the flag's help, less its default
@@ -465,6 +495,13 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
                 # Windows-1252, whose text holds them: converted as Latin-1, they would stay in it as controls
                 windows = any(0x80 <= b <= 0x9f for b in line[e.start:])
                 encoding, name = ('cp1252', 'Windows-1252') if windows else ('latin1', 'Latin-1')
+                with open(path, 'rb') as whole:  # the file's first MB, not one line: accents, or words of letters?
+                    head = whole.read(1 << 20)
+                runs = [len(r) for r in re.findall(rb'[\x80-\xff]+', head)]
+                words = len(re.findall(rb'[\xc0-\xff]{3,}', head))  # Latin text rarely sets 3 accented letters in a row
+                if words >= 2 or sum(r for r in runs if r >= 3) >= 0.3 * sum(runs):  # another alphabet
+                    encoding, name = 'cp1251', ("Windows-1251 (Cyrillic) text; another alphabet's legacy encoding "
+                                                "takes its own name, e.g. koi8-r, cp1253 for Greek")
                 raise FlagError(f"{subject} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}): "
                                 f"convert it first (`iconv -f {encoding} -t utf-8 {shlex.quote(path)} > {shlex.quote(utf8)}` "
                                 f"for {name} text) and pass {utf8}") from None
@@ -491,11 +528,6 @@ def checked_input(key, path, kind, wanted=None):
         return checked_input(key, path, 'dir') if os.path.lexists(path) or not path.strip() else path
     if kind == 'text':
         checked_input(key, path, 'file')
-        if compression(path):
-            name, unpack, ending = compression(path)
-            text = path[:-len(ending)] if path.endswith(ending) else path + '.unpacked'
-            raise FlagError(f"{key}={path} is {name}-compressed: unpack it first (`{unpack} {shlex.quote(path)} > {shlex.quote(text)}`) "
-                            f"and pass {text}")
         not_utf8(key, path, wanted=wanted)
         return path
     noun = 'file' if kind == 'file' else 'folder'
@@ -959,6 +991,7 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                 set_by.update(dict.fromkeys(read, arg))
                 values.update(read)
             elif positional:
+                mistyped_path(positional, arg)
                 loose.append(arg)
             else:
                 globbed = spread_files(argv, i - 1, flags)
@@ -1012,9 +1045,15 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
 NOTED = set()  # the notes said so far: a script that reads its flags again (memory.py, per plan) says each once
 
 
+def silent_rank():
+    """A rank other than 0 under torchrun (which sets TORCHELASTIC_RUN_ID): rank 0 alone speaks for all of them.
+    A RANK left in a shell without torchrun leaves no rank 0 to speak: the one process does."""
+    return os.environ.get('RANK', '0').strip() not in ('', '0') and 'TORCHELASTIC_RUN_ID' in os.environ
+
+
 def note(text):
     """A note on stdout, once, from rank 0 alone under torchrun (every rank reads the same flags)."""
-    if os.environ.get('RANK', '0').strip() in ('', '0') and text not in NOTED:
+    if not silent_rank() and text not in NOTED:
         NOTED.add(text)
         print(f"note: {text}")
 
@@ -1246,6 +1285,13 @@ def read_file(path, values, flags, prog):
             raise FlagError(f"config file {path}, line {node.lineno}, defines {node.name}, which is {prog}'s own "
                             f"function: a config file sets {prog}'s flags, and {prog} never reads a function from it"
                             f"{instead} (`python {script_path(prog)} --help` lists them)")
+    for node in tree.body:  # `taper: all`, YAML's way: checked before it runs (`taper: internal` is a NameError)
+        if isinstance(node, ast.AnnAssign) and node.value is None:
+            value = node.annotation
+            word = isinstance(value, ast.Name) and value.id not in ('True', 'False', 'None')
+            meant = repr(value.id) if word else ast.unparse(value)  # a word of YAML is a string in Python
+            raise FlagError(f"config file {path}, line {node.lineno}: `{ast.unparse(node)}` assigns nothing "
+                            f"(a YAML habit?): write `{ast.unparse(node.target)} = {meant}`")
     argv = list(sys.argv)
     try:
         namespace['__name__'] = '__main__'  # as `python config.py` would run it: an `if __name__` block too
@@ -1271,9 +1317,6 @@ def read_file(path, values, flags, prog):
                      if f.filename == path), '?')
         raise FlagError(f"config file {path}, line {line}: {type(e).__name__}: {e}") from None
     for node in tree.body:  # a statement at the top that looks like an assignment but assigns nothing
-        if isinstance(node, ast.AnnAssign) and node.value is None:
-            raise FlagError(f"config file {path}, line {node.lineno}: `{ast.unparse(node)}` assigns nothing "
-                            f"(a YAML habit?): write `{ast.unparse(node.target)} = {ast.unparse(node.annotation)}`")
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Compare) and \
                 isinstance(node.value.ops[0], ast.Eq) and isinstance(node.value.left, ast.Name):
             raise FlagError(f"config file {path}, line {node.lineno}: `{ast.unparse(node)}` compares and "
@@ -1545,7 +1588,7 @@ def excepthook(kind, error, tb):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     if isinstance(error, KeyboardInterrupt):  # Ctrl-C: the user's own stop, not a failure to explain
-        if os.environ.get('RANK', '0').strip() not in ('', '0'):  # torchrun stops every rank: rank 0 says it
+        if silent_rank():  # torchrun stops every rank: rank 0 says it
             return
         prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else 'this script'
         print(f"{prog} stopped: {error.args[0] if isinstance(error, Stopped) else 'interrupted (Ctrl-C)'}",

@@ -444,6 +444,14 @@ def pretrained_config(name_or_dir, block_size=None, **overrides):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ValueError(f"{name_or_dir}'s config.json gives {field}={value!r}, not a number: write it "
                              f"without quotes, or save the folder again with save_pretrained")
+    rope = getattr(hc, 'rope_parameters', None)  # transformers 5 keeps rope_theta here
+    theta = rope.get('rope_theta') if isinstance(rope, dict) else None
+    for field, value in [(f, getattr(hc, f, None)) for f in NUMBERS[hc.model_type]] + [('rope_theta', theta)]:
+        small = field.endswith(('eps', 'epsilon'))  # an eps may be 0; a size, or RoPE's base, must be positive
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and (value < 0 if small else value <= 0):
+            raise ValueError(f"{name_or_dir}'s config.json gives {field}={value!r}, which must be "
+                             f"{'at least 0' if small else 'positive'} (a slip of the hand?): put the model's own "
+                             f"value back (from its download), or save the folder again with save_pretrained")
     edited = edited_export(name_or_dir, hc)
     if edited:
         raise ValueError(edited)

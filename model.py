@@ -650,8 +650,8 @@ def missing_hint(out_dir, ckpt, otherwise, init_from=False, run_flag='out_dir', 
         return (f"--ckpt is read inside --out_dir, so {path} was looked for: name a file in --out_dir, or pass the "
                 f"folder of the run that holds the checkpoint as --out_dir")
     near = renamed_checkpoint(folder, os.path.basename(ckpt))
-    if near:
-        meant = os.path.relpath(os.path.join(folder, near), out_dir)
+    if near:  # --ckpt is a name inside --out_dir, or (bench.py's) a path of its own
+        meant = os.path.join(folder, near) if run_flag == 'ckpt' else os.path.relpath(os.path.join(folder, near), out_dir)
         return f"{folder} holds {near}: pass --ckpt={meant}"
     if os.path.basename(ckpt) == 'ckpt.pt' and os.path.isfile(os.path.join(folder, 'ckpt_folded.pt')):
         if not folded_ok:

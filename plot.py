@@ -72,6 +72,9 @@ def load_run(run_dir):
     for path in (config_path, log_path):
         if os.path.isdir(path):
             raise SystemExit(f"{path} is a folder, not the file train.py writes; pass the out_dir of a train.py run.")
+        if os.path.islink(path) and not os.path.exists(path):
+            raise SystemExit(f"{path} is a broken symbolic link (to {os.readlink(path)}): point it at the run's "
+                             f"{os.path.basename(path)}, or leave {run_dir} out.")
         if not os.path.isfile(path) and path == config_path and os.path.isfile(os.path.join(run_dir, "ckpt.pt")):
             continue  # removed: the checkpoint holds the config, read below
         if not os.path.isfile(path) and path == log_path and os.path.isfile(config_path):

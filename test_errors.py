@@ -279,6 +279,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      [*T, '--data_dir={root}/novocab', '--vocab_size=300'], 'has a vocabulary of 512 tokens', None),
     ('HF name without network', 'train.py', [*T, *GPT2_HF, '--init_from=gpt2'], 'could not download gpt2', OFFLINE),
     ('HF folder that does not exist', 'train.py', [*T, *GPT2_HF, '--init_from={root}/no_model'], 'no folder at', None),
+    ('sample: an HF Llama whose RoPE base is 0', 'sample.py', ['--init_from={root}/llama_theta0', '--device=cpu'],
+     "config.json gives rope_theta=0, which must be positive", None),
+    ('evaluate: an HF Llama whose eps is negative', 'evaluate.py', ['--init_from={root}/llama_negeps', '--device=cpu',
+                                                                   '--data_dir={root}/owt'],
+     "config.json gives rms_norm_eps=-1e-06, which must be at least 0", None),
     ('HF Llama whose heads do not group', 'train.py', [*T, *LLAMA_HF, '--init_from={root}/llama_kv3'],
      "llama_kv3's config.json gives a model this repository refuses (n_head=4 is not a multiple of n_kv_head=3", None),
     ('HF Llama folder holding a GPT-2\'s weights', 'train.py', [*T, *LLAMA_HF, '--n_kv_head=2',
@@ -560,6 +565,23 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      'is a folder, not a file', None),
     ('fold: a file as the run folder', 'fold.py', ['--out_dir={root}/blank.txt'], 'is a file, not a folder', None),
     ('a YAML line in a config file', 'train.py', ['{root}/yaml_habit.py', *T], "assigns nothing (a YAML habit?): write `max_iters = 12`", None),
+    ('a YAML word in a config file', 'train.py', ['{root}/yaml_word.py', *T], "write `taper = 'all'`", None),
+    ('sample: a compressed prompt file', 'sample.py', ['--out_dir={root}/run', '--start=FILE:{root}/prompt.txt.gz'],
+     'prompt.txt.gz is gzip-compressed: unpack it first', None),
+    ('bench: a renamed checkpoint', 'bench.py', ['--ckpt={root}/backup/ckpt.pt', '--device=cpu'],
+     'backup holds ckpt_backup.pt: pass --ckpt=/', None),  # the path bench.py reads, not a name in a run
+    ('bench: a checkpoint that links to nothing', 'bench.py', ['--ckpt={root}/linkrun/ckpt.pt', '--device=cpu'],
+     'is a broken symbolic link', None),
+    ('plot: a log that links to nothing', 'plot.py', ['{root}/linkedlog', '--out_dir={root}/pl'],
+     'log.jsonl is a broken symbolic link', None),
+    ('plot: a run folder with a zero-width space', 'plot.py', ['{root}/run\u200b', '--out_dir={root}/pl'],
+     'holds an invisible character or a non-breaking space', None),
+    ('plot: a run folder in typographic quotes', 'plot.py', ['\u201c{root}/run\u201d', '--out_dir={root}/pl'],
+     'is wrapped in typographic quotes', None),
+    ('sample: a run folder with a trailing space', 'sample.py', ['--out_dir={root}/run ', '--device=cpu'],
+     'begins or ends with a space', None),
+    ('evaluate: a data folder with a trailing space', 'evaluate.py', ['--out_dir={root}/run', '--data_dir={root}/owt '],
+     'begins or ends with a space', None),
     ('a comparison in a config file', 'train.py', ['{root}/compares.py', *T], 'compares and assigns nothing', None),
     ('a flag pasted with an em dash', 'train.py', [*T, '\u2014max_iters=10'], "not '--' (text pasted", None),
     ('a boolean flag and its value apart', 'train.py', [*T, '--compile', 'False'], 'write --compile=False', None),
@@ -1525,6 +1547,14 @@ def make_workspace(root, data_dir):
         shutil.copy(f'{root}/run/log.jsonl', f'{root}/{name}/log.jsonl')
     open(f'{root}/exits.py', 'w').write('import sys\nsys.exit(0)\n')
     open(f'{root}/yaml_habit.py', 'w').write('max_iters: 12\n')
+    open(f'{root}/yaml_word.py', 'w').write('taper: all\n')  # a word, which Python reads as the builtin all
+    with gzip.open(f'{root}/prompt.txt.gz', 'wt') as f:  # a prompt downloaded compressed
+        f.write('Once upon a time')
+    os.makedirs(f'{root}/backup')  # a run's checkpoint renamed by hand
+    os.symlink(f'{root}/run/ckpt.pt', f'{root}/backup/ckpt_backup.pt')
+    os.makedirs(f'{root}/linkedlog')  # a run whose log.jsonl links to nothing
+    shutil.copy(f'{root}/run/config.json', f'{root}/linkedlog/config.json')
+    os.symlink(f'{root}/nowhere/log.jsonl', f'{root}/linkedlog/log.jsonl')
     open(f'{root}/compares.py', 'w').write('batch_size == 4\n')
     open(f'{root}/main_block.py', 'w').write('if __name__ == "__main__":\n    max_iters = 24\n')
     open(f'{root}/imports.py', 'w').write('from math import sqrt\nimport numpy as np\nn_embd = int(sqrt(4096))\n'
@@ -1653,6 +1683,14 @@ def make_workspace(root, data_dir):
               open(f'{root}/llama_tokcfg/tokenizer_config.json', 'w'))
     LlamaConfig(**llama, hidden_act='gelu').save_pretrained(f'{root}/llama_gelu')
     LlamaConfig(**llama, num_key_value_heads=3).save_pretrained(f'{root}/llama_kv3')
+    for name, field, value in (('llama_theta0', 'rope_theta', 0), ('llama_negeps', 'rms_norm_eps', -1e-6)):
+        shutil.copytree(f'{root}/llama', f'{root}/{name}')  # a config.json edited by hand: a sign or a zero slipped
+        edited = json.load(open(f'{root}/{name}/config.json'))
+        if field == 'rope_theta' and isinstance(edited.get('rope_parameters'), dict):
+            edited['rope_parameters']['rope_theta'] = value  # where transformers 5 keeps it
+        else:
+            edited[field] = value
+        json.dump(edited, open(f'{root}/{name}/config.json', 'w'))
     shutil.copytree(f'{root}/llama', f'{root}/llama_cut')
     whole = open(f'{root}/llama/model.safetensors', 'rb').read()
     open(f'{root}/llama_cut/model.safetensors', 'wb').write(whole[:len(whole) // 2])

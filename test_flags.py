@@ -389,11 +389,19 @@ def test_under_torchrun_rank_0_alone_speaks(monkeypatch, capsys):
     one sentence saying so, not the collective's traceback; any other error keeps its own handling."""
     import subprocess
     flags = dict(max_iters=configurator.flag(10, "steps", min=1))
+    monkeypatch.setenv('TORCHELASTIC_RUN_ID', 'none')  # under torchrun
     for rank in ('1', '0'):
         monkeypatch.setenv('RANK', rank)
+        configurator.NOTED.clear()
         configurator.configure(flags, ['--max_iters=20', '--max_iters=200'], 'x.py', None)
         out = capsys.readouterr().out
         assert out == '' if rank == '1' else 'note: --max_iters is given twice' in out
+    monkeypatch.delenv('TORCHELASTIC_RUN_ID')  # a RANK=1 left in a shell: no rank 0 would say it, so it is said
+    monkeypatch.setenv('RANK', '1')
+    configurator.NOTED.clear()
+    configurator.configure(flags, ['--max_iters=20', '--max_iters=200'], 'x.py', None)
+    assert 'note: --max_iters is given twice' in capsys.readouterr().out
+    monkeypatch.setenv('TORCHELASTIC_RUN_ID', 'none')
     monkeypatch.setenv('RANK', '1')
     lost = RuntimeError('[../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:14759: Connection reset by peer')
     monkeypatch.setenv('WORLD_SIZE', '2')
@@ -407,6 +415,7 @@ def test_under_torchrun_rank_0_alone_speaks(monkeypatch, capsys):
         monkeypatch.setenv('RANK', rank)
         configurator.excepthook(configurator.Stopped, configurator.Stopped('terminated (SIGTERM)'), None)
         assert ('stopped: terminated (SIGTERM)' in capsys.readouterr().err) == (rank == '0')
+    monkeypatch.delenv('TORCHELASTIC_RUN_ID')
     # a one-process script under torchrun (which sets TORCHELASTIC_RUN_ID): rank 0 says it; the same
     # variables left in a shell, without torchrun, leave no rank 0 to say it: each process speaks
     for rank, torchrun in (('0', True), ('1', True), ('1', False)):

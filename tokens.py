@@ -110,6 +110,9 @@ def meta_mismatch(data_dir, meta):
     itemsize = np.dtype(meta.get('dtype', 'uint16')).itemsize if meta.get('dtype') in ('uint16', 'uint32') else 2
     for split in ('train', 'val'):
         count, path = meta.get(f'{split}_tokens'), os.path.join(data_dir, f'{split}.bin')
+        if isinstance(count, int) and os.path.isfile(path) and os.path.getsize(path) % itemsize:
+            return (f"{path} holds {os.path.getsize(path):,} bytes, which is not a stream of {meta.get('dtype', 'uint16')} "
+                    f"tokens (cut short, or written by something else): prepare the folder again")
         if isinstance(count, int) and os.path.isfile(path) and os.path.getsize(path) != count * itemsize:
             return (f"{data_dir}/meta.json counts {count:,} {split} tokens, but {split}.bin beside it holds "
                     f"{os.path.getsize(path) // itemsize:,}: the meta.json is another folder's (copied in?), or the "
