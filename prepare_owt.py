@@ -207,6 +207,14 @@ def load_tokenizer(name_or_dir):
     if tokenizer.eos_token_id is None:
         raise SystemExit(f"{name_or_dir}'s tokenizer has no end-of-sequence token to separate documents "
                          f"with; pass the tokenizer of a model that defines eos_token")
+    if os.path.isfile(os.path.join(name_or_dir, "config.json")):  # a model's folder: its tokenizer must be its own
+        from hf import TokenizerMismatch, tokenizer_reference
+        try:
+            tokenizer_reference(name_or_dir)  # the check train.py, sample.py and evaluate.py make of that folder
+        except TokenizerMismatch as e:
+            raise SystemExit(str(e)) from None
+        except (OSError, ValueError):  # a folder transformers reads otherwise: its tokenizer alone is used here
+            pass
     return tokenizer
 
 
