@@ -47,7 +47,7 @@ import torch
 
 from fold import fold_model
 from hf import from_pretrained, llama_hf_config, load_hf, pretrained_config
-from configurator import FlagError, configure_globals, flag
+from configurator import FlagError, configure_globals, dead_link, flag
 from model import GPT, GPTConfig, greedy_step, load_checkpoint, missing_hint, pick_device
 
 # -----------------------------------------------------------------------------
@@ -113,9 +113,8 @@ if cpu_time and (device != 'cpu' or torch.get_num_threads() != 1):
 moved = [key for key, default in SHAPE.items() if globals()[key] != default]
 if (ckpt or init_from) and moved:
     fail(f"the model's shape comes from --{'ckpt' if ckpt else 'init_from'}: drop --{', --'.join(moved)}")
-if ckpt and os.path.islink(ckpt) and not os.path.exists(ckpt):
-    fail(f"cannot time it: {ckpt} is a broken symbolic link (to {os.readlink(ckpt)}): point it at the checkpoint, or "
-         f"remove it")
+if ckpt and dead_link(ckpt, 'the checkpoint'):
+    fail(f"cannot time it: {dead_link(ckpt, 'the checkpoint')}")
 if ckpt and not os.path.isfile(ckpt):
     fail(f"no checkpoint at {ckpt}: " + missing_hint(os.path.dirname(ckpt) or '.', os.path.basename(ckpt),
                                                      "--ckpt names the checkpoint file of a tapered run, e.g. out/ckpt.pt",

@@ -58,7 +58,7 @@ class Flag:
     """One declared flag: a default, a line of help, and the values it takes. min/max bound a number
     inclusively, above/below exclusively; choices lists the strings it takes; items makes it a
     comma-separated list (a tuple) of that type, of `length` items if given, each item once if unique;
-    path='out' makes it a folder the script will write, path='file' a file and path='dir' a folder it
+    path='out' makes it a folder the script will write (path='outfile': a file), path='file' a file and path='dir' a folder it
     reads, which must exist and be of that kind (path='text': a file of text, not a compressed one;
     path='run': a run's folder that only some modes read, so it may be absent, but is never a file); a
     default of None means "not set" (type then says what it takes); required means it has no default.
@@ -147,6 +147,7 @@ def convert(key, value, spec):
             raise FlagError(f"{key}={value!r} {not_ascii(value)}: {key} takes {spec.rule()}; type it again")
         if isinstance(value, str) and path_like:
             value = home(key, value)
+            listed_paths(key, value)
             stray_space(key, value)
             pasted_path(key, value)
             too_long(key, value)
@@ -300,8 +301,61 @@ def special_kind(path):
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
     return None
+
+
+STANDARD_INPUT = ('/dev/stdin', '/dev/fd/0', '/proc/self/fd/0')  # links to the process's own file 0
+
+
+def dead_link(path, what='the file', named=True):
+    """Why path names nothing when a symbolic link is the cause, as one sentence that says what to do, else
+    None: path is a link to nothing (or a loop), or lies in a folder that is one, or is standard input
+    while the script was started without it (<&-), which leaves /dev/stdin a link to nothing. what: the
+    thing path should name ('the checkpoint', "the run's folder"), which the advice points the link at;
+    named=False for a file that a script finds in a folder, rather than one the user named."""
+    path = os.path.expanduser(str(path))
+    if not path or os.path.exists(path):
+        return None
+    if os.path.normpath(path) in STANDARD_INPUT:
+        return (f"{path} is standard input, which this script was started without (<&-, or a caller that "
+                f"closed it): pipe the input in, or name a file")
+    link = os.path.normpath(path)
+    while link and not (os.path.islink(link) and not os.path.exists(link)):
+        parent = os.path.dirname(link)
+        link = parent if parent != link else ''
+    if not link:
+        return None
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return None
+    if link == os.path.normpath(path):
+        return (f"{path} is a broken symbolic link (to {target}, missing or a loop): point it at {what}, "
+                f"or {f'remove it and name {what} itself' if named else f'put {what} in its place'}")
+    return (f"{path} lies in {link}, a broken symbolic link (to {target}, missing or a loop): point "
+            f"{link} at the folder it stood for, or name {what} by another path")
 PATH_KEYS = ('init_from', 'ckpt', 'out', 'tokenizer', 'export_hf', 'plot', 'assets')  # beside *_dir and *_file
 QUOTES = '\u201c\u201d\u201e\u2018\u2019\u201a\u00ab\u00bb'  # typographic quotes, as documents print them
+
+
+def listed_paths(key, value):
+    """A Python list (or tuple) literal given to a flag that takes one path, --input_file="['a.jsonl']": the
+    list flags read one as their items, and this flag would look for a file named by the brackets."""
+    text = value.strip()
+    if text[:1] + text[-1:] not in ('[]', '()') or os.path.exists(value):
+        return
+    try:
+        items = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return
+    if not (isinstance(items, (list, tuple)) and items and all(isinstance(x, str) for x in items)):
+        return
+    if len(items) == 1:
+        raise FlagError(f"{key}={value} is a Python list, and {key} takes one path, not a list: pass "
+                        f"--{key}={shlex.quote(items[0])}")
+    there = [x for x in items if os.path.isfile(os.path.expanduser(x))]
+    join = (f": join them into one first (`cat {' '.join(map(shlex.quote, items))} > "
+            f"joined{os.path.splitext(items[0])[1]}`) and pass that" if len(there) == len(items) else ": pass one")
+    raise FlagError(f"{key}={value} is a Python list of {len(items)} paths, and {key} takes one{join}")
 
 
 def stray_space(key, value):
@@ -409,6 +463,8 @@ def checked_range(key, value, spec):
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise FlagError(f"{key}={value!r} is not one of {', '.join(map(repr, spec.choices))}{hint}")
     if spec.type is str:
+        if spec.path == 'outfile':
+            return checked_output_file(key, value)
         return checked_path(key, value, write=False) if spec.path == 'out' else \
             checked_input(key, value, spec.path, wanted=spec.help)
     if not math.isfinite(value):
@@ -500,12 +556,27 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
                 runs = [len(r) for r in re.findall(rb'[\x80-\xff]+', head)]
                 words = len(re.findall(rb'[\xc0-\xff]{3,}', head))  # Latin text rarely sets 3 accented letters in a row
                 if words >= 2 or sum(r for r in runs if r >= 3) >= 0.3 * sum(runs):  # another alphabet
-                    encoding, name = 'cp1251', ("Windows-1251 (Cyrillic) text; another alphabet's legacy encoding "
-                                                "takes its own name, e.g. koi8-r, cp1253 for Greek")
+                    encoding = cyrillic_encoding(head)
+                    name = (f"{CYRILLIC[encoding]} (Cyrillic) text; another alphabet's legacy encoding takes its "
+                            f"own name, e.g. cp1253 for Greek")
                 raise FlagError(f"{subject} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}): "
                                 f"convert it first (`iconv -f {encoding} -t utf-8 {shlex.quote(path)} > {shlex.quote(utf8)}` "
                                 f"for {name} text) and pass {utf8}") from None
     raise FlagError(f"{subject} ends inside a UTF-8 character: it was cut short; pass the whole file")
+
+
+# The legacy encodings of Cyrillic text. Each puts the lowercase letters, which running text is mostly
+# made of, at other bytes: 0xe0-0xff in Windows-1251, 0xc0-0xdf in KOI8-R, 0xa0-0xaf and 0xe0-0xef in DOS's
+# cp866. Read in the wrong one, most letters come out uppercase, or not letters at all.
+CYRILLIC = {'cp1251': 'Windows-1251', 'koi8-r': 'KOI8-R', 'cp866': 'DOS code page 866'}
+
+
+def cyrillic_encoding(data):
+    """The encoding of CYRILLIC that reads the most of data's non-ASCII bytes as lowercase letters."""
+    def lowercase(encoding):
+        text = data.decode(encoding, errors='replace')
+        return sum(c.islower() for c in text if ord(c) > 127)
+    return max(CYRILLIC, key=lowercase)  # a tie keeps the first, Windows-1251
 
 
 def compression(path):
@@ -533,9 +604,8 @@ def checked_input(key, path, kind, wanted=None):
     noun = 'file' if kind == 'file' else 'folder'
     if not path.strip():
         raise FlagError(f"{key} is empty: name the {noun} to read")
-    if os.path.islink(path) and not os.path.exists(path):
-        raise FlagError(f"{key}={path} is a broken symbolic link (to {os.readlink(path)}, missing or a loop): "
-                        f"remove it, or name the {noun} itself")
+    if dead_link(path, f"the {noun}"):
+        raise FlagError(f"{key}={dead_link(path, f'the {noun}')}")
     if kind == 'file' and os.path.isdir(path):
         raise FlagError(f"{key}={path} is a folder, not a file: name the file itself")
     if kind == 'dir' and os.path.isfile(path):
@@ -562,6 +632,32 @@ FILE_ENDINGS = ('.png', '.pdf', '.svg', '.jpg', '.pt', '.pth', '.bin', '.safeten
                 '.csv', '.md', '.model', '.py')
 
 
+def placeholder(key, path, example):
+    """A path to write with '...' (or more dots) for a folder, copied from a docs row: a folder of that name
+    would be made, and hidden, as ls does not show it. example: a name to offer instead."""
+    dots = next((part for part in os.path.normpath(path).split(os.sep) if len(part) > 2 and not part.strip('.')), None)
+    if dots:
+        raise FlagError(f"{key}={path} holds '{dots}', a placeholder left in from the docs (a folder of that name "
+                        f"would be hidden): name the folder, e.g. --{key}={example}")
+
+
+def checked_output_file(key, path):
+    """A file the script will write (path='outfile'): named, not under a link to nothing, no placeholder, no
+    stray space or line break. Whether it may be replaced, and its folder, are the script's to check, as they
+    depend on what it writes there."""
+    path = os.path.expanduser(path)
+    if not path.strip():
+        raise FlagError(f"{key} is empty: name the file to write, or drop --{key}")
+    if any(c in path for c in '\r\n\t') or path != path.strip():
+        raise FlagError(f"{key}={path!r} begins or ends in, or holds, a space, tab or line break: name the file "
+                        f"without it")
+    if dead_link(path, 'the file to write'):  # itself, or a folder it lies in
+        raise FlagError(f"{key}={dead_link(path, 'the file to write')}")
+    placeholder(key, path, os.path.join(os.path.dirname(os.path.dirname(path)) or '.',
+                                                           'out', os.path.basename(path)).removeprefix('./'))
+    return path
+
+
 def checked_path(key, path, write=True):
     """A folder the script will write into: named, not a file, and inside a folder it may write (write=False
     leaves that last check to check_writable, once every flag is known). A leading ~ is the home folder."""
@@ -571,6 +667,8 @@ def checked_path(key, path, write=True):
     if os.path.islink(path) and not os.path.exists(path):
         raise FlagError(f"{key}={path} is a broken symbolic link (to {os.readlink(path)}): remove it, or name "
                         f"another folder")
+    if dead_link(path):  # the folder lies under a link to nothing: it could not be made
+        raise FlagError(f"{key}={dead_link(path, 'another folder')}")
     if os.path.exists(path) and not os.path.isdir(path):
         if path.endswith('.pt'):  # a run's checkpoint, named where its run's folder goes
             raise FlagError(f"{key}={path} is a file (a checkpoint?), not a folder: name a folder to write into, e.g. "
@@ -589,10 +687,7 @@ def checked_path(key, path, write=True):
         example = os.path.relpath(os.path.join(HERE, os.path.basename(os.path.normpath(path))))
         raise FlagError(f"{key}={path} is {where}, where the outputs would lie among its files: name a folder "
                         f"for them, e.g. --{key}={example if where.startswith('a folder inside') else 'out'}")
-    dots = next((part for part in os.path.normpath(path).split(os.sep) if len(part) > 2 and not part.strip('.')), None)
-    if dots:  # --out_dir=... copied from a docs row: a folder that ls does not show
-        raise FlagError(f"{key}={path} holds '{dots}', a placeholder left in from the docs (a folder of that name "
-                        f"would be hidden): name the folder, e.g. --{key}=out-run")
+    placeholder(key, path, 'out-run')
     whose = {os.path.realpath(os.path.expanduser('~')): 'your home folder itself',
              os.path.realpath(os.sep): "the file system's root"}.get(os.path.realpath(path))
     if whose:  # --out_dir=~ meant ~/runs/...: the outputs would lie among every file of the user's

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from configurator import (FlagError, cannot_write, figure_metadata, flag, is_our_figure, matplotlib_folder, parse_flags,
-                          repository_folder)
+                          repository_folder, unreplaceable)
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    replaced_run, run_checkpoint, taper_note)
 from tokens import (data_tokenizer, inner_data, load_tokenizer, open_tokens, other_tokens, prepare_command, raw_text,
@@ -311,7 +311,8 @@ FLAGS = dict(
                       "(at the peak), or than the median block does (at a typical position)", above=1),
     dtype=flag('float64', "float64 shows a blow-up as a number, not as float32's overflow",
                choices=('float64', 'float32')),
-    plot=flag(None, "also write residual norm against layer to this image file (.png, .pdf, .svg)", type=str),
+    plot=flag(None, "also write residual norm against layer to this image file (.png, .pdf, .svg)", type=str,
+              path='outfile'),
 )
 
 
@@ -338,7 +339,7 @@ def check_plot(path, out_dir):
     if repository_folder(folder):  # python diagnose.py --plot=resid.png, run from the clone
         fail(f"plot={path} lies in {repository_folder(folder)}, where no script writes its outputs: name a file "
              f"elsewhere, e.g. --plot={os.path.join(out_dir, os.path.basename(path))}")
-    why = cannot_write(folder)
+    why = unreplaceable(path) or cannot_write(folder)  # an earlier figure made read-only or immutable
     if why:
         fail(f"plot={path} cannot be written: {why}; choose another path")
 

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from configurator import FlagError, configure_globals, flag, script_path
+from configurator import FlagError, configure_globals, dead_link, flag, script_path
 from hf import export_source, from_pretrained, init_from_conflict, is_export, tokenizer_reference
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    pick_device, replaced_run, run_checkpoint, taper_note)
@@ -245,6 +245,9 @@ if os.path.isfile(data_dir):
 if not os.path.isdir(data_dir):
     fail(f"no folder {data_dir}: {data_advice(tokenizer)}")
 present = [(key, name, split) for key, name, split in SETS if os.path.isfile(f"{data_dir}/{split}.bin")]
+for key, name, split in SETS:  # a link to nothing is not a set left out: said, not taken for one not prepared
+    if dead_link(f"{data_dir}/{split}.bin", f"the {split} token file", named=False):
+        fail(f"cannot evaluate: {dead_link(f'{data_dir}/{split}.bin', f'the {split} token file', named=False)}")
 if not present:
     fail(raw_text(data_dir) or f"{data_dir} has none of val.bin, pile.bin, pile_filtered.bin: "
          f"{inner_data(data_dir, 'val', tokenizer=tokenizer) or data_advice(tokenizer)}")

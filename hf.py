@@ -16,13 +16,14 @@ A field this model cannot compute stops with one sentence naming it.
 import difflib
 import functools
 import json
+import math
 import os
 import shlex
 from types import SimpleNamespace
 
 import torch
 
-from configurator import init_from_mistake
+from configurator import dead_link, init_from_mistake
 from model import GPT, GPTConfig
 
 # HF GPT-2 stores these as Conv1D, (in, out); nn.Linear wants (out, in).
@@ -122,7 +123,10 @@ def local_mistake(name_or_dir):
         # 'runs/mdl' when runs/ is a folder here is a path, not a hub model's owner/name
         close = difflib.get_close_matches(os.path.basename(os.path.normpath(name_or_dir)),
                                           os.listdir(parent or '.') if os.path.isdir(parent or '.') else [], n=1)
-        hint = f" (did you mean {os.path.join(parent, close[0])}?)" if close else ""
+        hint = f" (did you mean {os.path.join(parent, close[0])}?)" if close and close[0] != os.path.basename(
+            os.path.normpath(name_or_dir)) else ""
+        if dead_link(name_or_dir, 'the model\'s folder'):
+            return dead_link(name_or_dir, "the model's folder")
         return f"no folder at {name_or_dir}{hint}: pass a folder written by save_pretrained, or a hub name such as gpt2"
     if os.path.isdir(name_or_dir) and os.path.isfile(os.path.join(name_or_dir, 'ckpt.pt')):
         try:  # the model a fine-tune started from, as the run's config.json records it
@@ -448,6 +452,9 @@ def pretrained_config(name_or_dir, block_size=None, **overrides):
     theta = rope.get('rope_theta') if isinstance(rope, dict) else None
     for field, value in [(f, getattr(hc, f, None)) for f in NUMBERS[hc.model_type]] + [('rope_theta', theta)]:
         small = field.endswith(('eps', 'epsilon'))  # an eps may be 0; a size, or RoPE's base, must be positive
+        if isinstance(value, float) and not math.isfinite(value):  # JSON's Infinity and NaN, which json reads
+            raise ValueError(f"{name_or_dir}'s config.json gives {field}={value!r}, not a finite number: put the "
+                             f"model's own value back (from its download), or save the folder again with save_pretrained")
         if isinstance(value, (int, float)) and not isinstance(value, bool) and (value < 0 if small else value <= 0):
             raise ValueError(f"{name_or_dir}'s config.json gives {field}={value!r}, which must be "
                              f"{'at least 0' if small else 'positive'} (a slip of the hand?): put the model's own "
@@ -480,6 +487,8 @@ def from_pretrained(name_or_dir, block_size=None, **overrides):
     model = GPT(config)
     weights = (gpt2_weights if config.arch == 'gpt2' else llama_weights)(name_or_dir, config.n_layer)
     copy_weights(model, weights, name_or_dir)
+    if stripped_export(name_or_dir, model):
+        raise ValueError(stripped_export(name_or_dir, model))
     with torch.no_grad():
         for m in model.tapered_norms():
             m.taper_weight.copy_(m.weight)
@@ -642,6 +651,27 @@ def edited_export(name_or_dir, hc):
     return (f"{name_or_dir} is fold.py's norm-free export, whose norms are fixed maps only at {field}={exported!r} "
             f"(sigma^2, recorded under {EXPORT_KEY} in its config.json), but its config.json gives {field}={eps!r}: "
             f"put {exported!r} back, or export the run again with fold.py --export_hf")
+
+
+def stripped_export(name_or_dir, model):
+    """One sentence when model, read from name_or_dir, holds export_hf's weights under an eps that is not the
+    sigma^2 they were exported for, and its config.json no longer says so (the EXPORT_KEY record removed, the
+    eps "cleaned" back to a usual value): every internal norm's weight is then one constant sigma, as only an
+    export writes them (a norm trained or just initialized has weights that vary, or are all 1). Its norms
+    would normalize again, and the model compute something else without a word. None otherwise."""
+    weights = [getattr(norm, 'weight', None) for block in model.transformer.h for norm in (block.ln_1, block.ln_2)]
+    if not weights or any(w is None for w in weights):
+        return None
+    sigma = weights[0].flatten()[0].item()
+    if sigma == 1.0 or not all(bool(torch.all(w == sigma)) for w in weights):
+        return None
+    eps, exported = model.config.norm_eps, sigma ** 2
+    if abs(eps - exported) <= 1e-5 * exported:
+        return None
+    field = 'layer_norm_epsilon' if model.config.arch == 'gpt2' else 'rms_norm_eps'
+    return (f"{name_or_dir} holds fold.py's norm-free export (every internal norm's weight is {sigma:.6g}, which "
+            f"makes the norms fixed maps only at {field}={exported:.10g}), but its config.json gives {field}={eps!r}: "
+            f"set {field} back to {exported:.10g}, or export the run again with fold.py --export_hf")
 
 
 def is_export(path):

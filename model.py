@@ -420,9 +420,9 @@ def replaced_run(folder, script):
 def broken_link(path, script):
     """Stop with one sentence when path, a checkpoint a script was told to read, is a symbolic link to
     nothing (else "no checkpoint at" would blame the folder)."""
-    if os.path.islink(path) and not os.path.exists(path):
-        raise SystemExit(f"cannot {script}: {path} is a broken symbolic link (to {os.readlink(path)}): point it "
-                         f"at the checkpoint, or remove it")
+    from configurator import dead_link
+    if dead_link(path, 'the checkpoint'):
+        raise SystemExit(f"cannot {script}: {dead_link(path, 'the checkpoint')}")
 
 
 def load_checkpoint(path, device='cpu', mmap=False):

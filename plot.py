@@ -28,7 +28,7 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 
 import numpy as np
 
-from configurator import (SIGNALS, FolderLock, compression, discard, elsewhere_hint, figure_metadata, flag,
+from configurator import (SIGNALS, FolderLock, compression, dead_link, discard, elsewhere_hint, figure_metadata, flag,
                           folder_kind, is_our_figure, matplotlib_folder, parse_flags, releasing_locks, special_files, unreplaceable,
                           write_failure, write_remedy)
 
@@ -51,6 +51,8 @@ def load_run(run_dir):
                              f"({parent}), the out_dir of a train.py run.")
         raise SystemExit(f"{run_dir} is a file, not a run's folder: pass the out_dir of a train.py run (a folder "
                          f"holding its log.jsonl), or leave the file out.")
+    if dead_link(run_dir, "the run's folder"):
+        raise SystemExit(dead_link(run_dir, "the run's folder"))
     if not os.path.isdir(run_dir):
         raise SystemExit(f"run directory {run_dir} not found" + (elsewhere_hint(run_dir) or "; pass the out_dir of a "
                                                                  "train.py run."))
@@ -72,9 +74,8 @@ def load_run(run_dir):
     for path in (config_path, log_path):
         if os.path.isdir(path):
             raise SystemExit(f"{path} is a folder, not the file train.py writes; pass the out_dir of a train.py run.")
-        if os.path.islink(path) and not os.path.exists(path):
-            raise SystemExit(f"{path} is a broken symbolic link (to {os.readlink(path)}): point it at the run's "
-                             f"{os.path.basename(path)}, or leave {run_dir} out.")
+        if dead_link(path, f"the run's {os.path.basename(path)}", named=False):
+            raise SystemExit(dead_link(path, f"the run's {os.path.basename(path)}", named=False))
         if not os.path.isfile(path) and path == config_path and os.path.isfile(os.path.join(run_dir, "ckpt.pt")):
             continue  # removed: the checkpoint holds the config, read below
         if not os.path.isfile(path) and path == log_path and os.path.isfile(config_path):
@@ -509,6 +510,10 @@ def main(argv=None):
     if args.labels is not None:
         for run, label in zip(runs, args.labels):
             run["label"] = label.strip()
+    for run in runs:  # a log_interval at or past max_iters: drawn, but a curve of one point reads as none
+        if len(run["train"]) == 1:
+            print(f"note: {run['dir']}'s log holds one training row (iter {run['train'][0]['iter']}), so its training "
+                  f"curve is a single point (a log_interval at or past its max_iters?)")
     groups = group_runs(runs, labelled=args.labels is not None)
     for label, members in groups.items():  # a seed stopped early cuts every curve of its setting short
         ends = [m["train"][-1]["iter"] for m in members]

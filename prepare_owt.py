@@ -44,7 +44,7 @@ from datasets import load_dataset
 from datasets.fingerprint import Hasher
 from tqdm import tqdm
 
-from configurator import FolderLock, check_cache, checked_path, flag, parse_flags, releasing_locks, tie_workers
+from configurator import FolderLock, check_cache, checked_path, dead_link, flag, parse_flags, releasing_locks, tie_workers
 from tokens import (changed_since, check_data_out_dir, dtype_for, file_sha256, gpt2_encoding, json_array_to_lines,
                     json_shape, read_meta, stale_token_files)
 
@@ -191,6 +191,8 @@ def load_tokenizer(name_or_dir):
                          (": it holds a GPT-2 model, whose tokens are GPT-2's BPE, which prepare_owt.py writes "
                           "without --tokenizer, so drop it" if gpt2 else
                           ": pass the folder the model's tokenizer was saved to, or its hub name"))
+    if dead_link(name_or_dir, "the tokenizer's folder"):
+        raise SystemExit(dead_link(name_or_dir, "the tokenizer's folder"))
     if not os.path.isdir(name_or_dir) and name_or_dir.startswith((".", "/", "~")):
         raise SystemExit(f"no folder at {name_or_dir}: pass a folder written by save_pretrained, or a hub "
                          f"name such as HuggingFaceTB/SmolLM2-135M")

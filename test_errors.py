@@ -165,6 +165,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
                                                    '--vocab_size=50257',
                                                    '--fakeln', '--max_iters=10', '--lr_decay_iters=10'],
      'FakeLN removals run from step 20', QUIET),
+    ('FakeLN removals given in reverse', 'train.py', [*T, *GPT2_HF, '--init_from={root}/hf50k', '--data_dir={root}/owt',
+                                                      '--vocab_size=50257', '--fakeln', '--fakeln_start=13,9,6,2'],
+     "removes the LayerNorms out of Baroni et al.'s order (ln_2, then ln_1 on the Q/K path, ln_1 on the V path, ln_f "
+     "last), which its four steps give in turn: pass them in that order, e.g. --fakeln_start=2,6,9,13", QUIET),
     # data
     ('missing data folder', 'train.py', [*T, '--data_dir={root}/nodata'], 'python prepare_tinystories.py', None),
     ('empty train.bin', 'train.py', [*T, '--data_dir={root}/empty'], 'holds 0 bytes', None),
@@ -1357,6 +1361,51 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ("bench: a GPT-2 fine-tune's run folder as the HF model", 'bench.py', ['--init_from={root}/gpt2ft', '--device=cpu'],
      "not an HF model, and holds a GPT-2-layout model: bench.py times runs of the Llama layout (TinyStories runs), "
      "and a GPT-2 only as an HF model, e.g. --init_from=", None),
+    # A symbolic link to nothing, wherever a script meets one, is said as such: not "not found" (which advises
+    # preparing or training again), and not offered back as "did you mean" the same path.
+    ("evaluate: the data folder's val.bin a link to nothing", 'evaluate.py',
+     ['--init_from={root}/allrun_hf', '--data_dir={root}/deadval', '--device=cpu'],
+     "deadval/val.bin is a broken symbolic link (to ", None),
+    ("train: the data folder's val.bin a link to nothing", 'train.py', [*T, '--data_dir={root}/deadval'],
+     "deadval/val.bin is a broken symbolic link (to ", None),
+    ("plot: a run folder that links to nothing", 'plot.py', ['{root}/deadlink', '--out_dir={root}/plots'],
+     "deadlink is a broken symbolic link (to ", None),
+    ("memory: an HF folder that links to nothing", 'memory.py', ['--init_from={root}/deadlink'],
+     "deadlink is a broken symbolic link (to ", None),
+    ("prepare_owt: a tokenizer folder that links to nothing", 'prepare_owt.py', [*OWT, '--tokenizer={root}/deadlink'],
+     "deadlink is a broken symbolic link (to ", None),
+    ("prepare_tinystories: a text file in a folder that links to nothing", 'prepare_tinystories.py',
+     ['--input_file={root}/deadlink/stories.txt', '--out_dir={root}/t7', '--vocab_size=512'],
+     "/deadlink/stories.txt lies in ", None),
+    ("diagnose: the figure in a folder that links to nothing", 'diagnose.py',
+     ['--out_dir={root}/run', '--plot={root}/deadlink/residual.png'], "a broken symbolic link", None),
+    # A Python list for a flag that takes one path (the list flags read it as their items)
+    ("prepare_owt: a one-item Python list for its one input file", 'prepare_owt.py',
+     ["--input_file=['{shared}/openwebtext/sample.jsonl']", '--out_dir={root}/o7'],
+     "is a Python list, and input_file takes one path, not a list: pass --input_file=", None),
+    ("prepare_owt: a two-item Python list for its one input file", 'prepare_owt.py',
+     ["--input_file=('{shared}/openwebtext/sample.jsonl', '{root}/other.jsonl')", '--out_dir={root}/o7'],
+     "is a Python list of 2 paths, and input_file takes one: join them into one first", None),
+    # a file to write (path='outfile') gets the layer's checks of a path to write
+    ("diagnose: the docs' '...' placeholder left in the figure's path", 'diagnose.py',
+     ['--out_dir={root}/run', '--plot=.../residual.png'], "holds '...', a placeholder left in from the docs", None),
+    ("diagnose: the figure's path ending in a space", 'diagnose.py',
+     ['--out_dir={root}/run', '--plot={root}/residual.png '], "a space, tab or line break: name the file without it", None),
+    ("diagnose: an empty figure path", 'diagnose.py', ['--out_dir={root}/run', '--plot='],
+     "plot is empty: name the file to write, or drop --plot", None),
+    # a config.json number JSON reads as infinite or NaN
+    ("train: an HF folder whose rope_theta is Infinity", 'train.py',
+     ['--init_from={root}/llama_thetainf', *LLAMA_HF[:4], '--data_dir={data}', '--out_dir={root}/fresh'],
+     "config.json gives rope_theta=inf, not a finite number", OFFLINE),
+    ("sample: an HF folder whose rms_norm_eps is NaN", 'sample.py', ['--init_from={root}/llama_epsnan', '--device=cpu'],
+     "config.json gives rms_norm_eps=nan, not a finite number", OFFLINE),
+    # an export whose config.json lost both its record and its eps: the weights still say what it is
+    ("sample: an export whose config.json was cleaned of its record and eps", 'sample.py',
+     ['--init_from={root}/stripped_hf', '--device=cpu', '--max_new_tokens=2'],
+     "holds fold.py's norm-free export (every internal norm's weight is", OFFLINE),
+    ("evaluate: an export whose config.json was cleaned of its record and eps", 'evaluate.py',
+     ['--init_from={root}/stripped_hf', '--data_dir={data}', '--device=cpu'],
+     "holds fold.py's norm-free export (every internal norm's weight is", OFFLINE),
 ]
 
 
@@ -1377,6 +1426,13 @@ def make_workspace(root, data_dir):
     os.symlink('allrun_hf', f'{root}/latest_hf')  # a link to the export, e.g. latest -> exports_v1
     shutil.copytree(f'{root}/allrun', f'{root}/putback')  # its ckpt.pt then replaced by an earlier step's
     shutil.copytree(f'{root}/allrun_hf', f'{root}/putback_hf')
+    for name, eps in (('stripped_hf', 1e-5), ('unrecorded_hf', None)):  # the record removed; the eps too, or kept
+        shutil.copytree(f'{root}/allrun_hf', f'{root}/{name}')
+        config = json.load(open(f'{root}/{name}/config.json'))
+        del config['tapernorm_export']
+        field = 'rms_norm_eps' if 'rms_norm_eps' in config else 'layer_norm_epsilon'
+        config[field] = eps or config[field]
+        json.dump(config, open(f'{root}/{name}/config.json', 'w'))
     earlier = torch.load(f'{root}/putback/ckpt.pt', weights_only=True)
     os.makedirs(f'{root}/packaged')  # a folded checkpoint shared alone, under the name ckpt.pt
     shutil.copy(f'{root}/allrun/ckpt_folded.pt', f'{root}/packaged/ckpt.pt')
@@ -1568,6 +1624,10 @@ def make_workspace(root, data_dir):
     np.zeros(len(train), dtype=np.uint16).tofile(f'{root}/zeros/train.bin')
     open(f'{root}/prompt.txt', 'w').write('Once upon a time')
     os.symlink(f'{root}/nowhere', f'{root}/deadlink')
+    shutil.copytree(data_dir, f'{root}/deadval')  # a data folder whose val.bin links to nothing
+    os.remove(f'{root}/deadval/val.bin')
+    os.symlink(f'{root}/nowhere/val.bin', f'{root}/deadval/val.bin')
+    shutil.copy(f'{SHARED}/openwebtext/sample.jsonl', f'{root}/other.jsonl')
     for name in ('metadir', 'metanull', 'metabpe', 'metabos', 'devbin'):
         shutil.copytree(data_dir, f'{root}/{name}')
     os.remove(f'{root}/metadir/meta.json')
@@ -1686,7 +1746,8 @@ def make_workspace(root, data_dir):
               open(f'{root}/llama_tokcfg/tokenizer_config.json', 'w'))
     LlamaConfig(**llama, hidden_act='gelu').save_pretrained(f'{root}/llama_gelu')
     LlamaConfig(**llama, num_key_value_heads=3).save_pretrained(f'{root}/llama_kv3')
-    for name, field, value in (('llama_theta0', 'rope_theta', 0), ('llama_negeps', 'rms_norm_eps', -1e-6)):
+    for name, field, value in (('llama_theta0', 'rope_theta', 0), ('llama_negeps', 'rms_norm_eps', -1e-6),
+                               ('llama_thetainf', 'rope_theta', float('inf')), ('llama_epsnan', 'rms_norm_eps', float('nan'))):
         shutil.copytree(f'{root}/llama', f'{root}/{name}')  # a config.json edited by hand: a sign or a zero slipped
         edited = json.load(open(f'{root}/{name}/config.json'))
         if field == 'rope_theta' and isinstance(edited.get('rope_parameters'), dict):
@@ -1977,6 +2038,8 @@ def outcomes(data_dir, tmp_path_factory):
 
 # Inputs next to a rule that are valid: each runs (train.py's memory plan: every check, no training).
 ACCEPTED = [  # (case, script, arguments, environment)
+    ("sample: an export whose config.json lost its record but kept its eps", 'sample.py',
+     ['--init_from={root}/unrecorded_hf', '--device=cpu', '--max_new_tokens=2'], OFFLINE),
     ("a DyT config made another setting by a flag, planned (a plan writes no folder)", 'train.py',
      ['config/dyt_64.py', '--norm=rmsnorm', '--memory_plan'], None),
     ('a data folder under ~, quoted so that the shell left the ~', 'train.py',

@@ -645,13 +645,20 @@ def test_a_script_started_with_its_standard_output_closed_says_so():
                 "standard output is closed, so it goes on without printing") in lines[0], (script, lines)
 
 
-def test_a_prompt_read_from_a_closed_standard_input_is_one_sentence():
-    """sample.py --start=FILE:/dev/stdin started with standard input closed (`<&-`): the prompt's source is
-    said to be closed, not taken for a missing file."""
+@pytest.mark.parametrize('script,args,said', [
+    ('sample.py', '--out_dir=nowhere --start=FILE:/dev/stdin', 'reads the prompt from standard input, which is closed (<&-?)'),
+    ('prepare_owt.py', '--input_file=/dev/stdin --out_dir=nowhere', 'input_file=/dev/stdin is standard input, which this '
+                                                                   'script was started without'),
+    ('prepare_tinystories.py', '--input_file=/dev/fd/0 --out_dir=nowhere', 'input_file=/dev/fd/0 is standard input, '
+                                                                          'which this script was started without'),
+])
+def test_a_file_read_from_a_closed_standard_input_is_one_sentence(script, args, said):
+    """A script told to read standard input (/dev/stdin, /dev/fd/0) but started with it closed (`<&-`), which
+    leaves those names links to nothing: the input's source is said to be closed, not taken for a missing
+    file or a broken link to remove."""
     import subprocess
-    proc = subprocess.run(['bash', '-c', f'{sys.executable} {ROOT / "sample.py"} --out_dir=nowhere '
-                                         f'--start=FILE:/dev/stdin <&-'], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(['bash', '-c', f'{sys.executable} {ROOT / script} {args} <&-'], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr
-    assert 'reads the prompt from standard input, which is closed (<&-?)' in lines[0]
+    assert said in lines[0], lines[0]

@@ -257,6 +257,25 @@ def test_checkpoint_loader_refuses_in_one_sentence(data_dir, tmp_path):
         GPT.from_checkpoint(str(tmp_path / 'junk.pt'))
 
 
+def test_a_log_interval_past_the_run_is_said_by_train_and_plot(data_dir, tmp_path):
+    """--log_interval at or past max_iters is a valid run whose log holds one training row, step 0's: train.py
+    says so as it starts, and plot.py, which draws that run's curve as one point, says so too; a run whose
+    interval leaves two rows gets neither note."""
+    short = ['--max_iters=8', '--warmup_iters=2', '--taper_start=2', '--taper_end=6', '--lr_decay_iters=8',
+             '--eval_interval=4']
+    out = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "one"}', *short,
+              '--log_interval=8').stdout
+    assert 'note: log_interval=8 is not below max_iters=8, so the log holds the training loss of step 0 alone' in out
+    rows = [json.loads(line) for line in open(tmp_path / 'one' / 'log.jsonl')]
+    assert [row['iter'] for row in rows if 'lr' in row] == [0]  # what the note says, read from the log itself
+    said = run('plot.py', str(tmp_path / 'one'), f'--out_dir={tmp_path / "plots"}').stdout
+    assert "'s log holds one training row (iter 0), so its training curve is a single point" in said
+    out = run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={tmp_path / "two"}', *short,
+              '--log_interval=7').stdout
+    assert 'log_interval=7' not in out
+    assert 'single point' not in run('plot.py', str(tmp_path / 'two'), f'--out_dir={tmp_path / "plots2"}').stdout
+
+
 def test_settings_the_run_never_reads_are_said(data_dir, tmp_path):
     """A flag whose setting this run ignores (the W&B project without --wandb_log, a FakeLN setting without
     --fakeln, --compile under TORCHDYNAMO_DISABLE=1, --dtype=bfloat16 on the CPU) is named in a note,

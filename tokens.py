@@ -267,6 +267,9 @@ def open_tokens(data_dir, split):
     if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
         raise ValueError(f"{path} is not a regular file (a device, a pipe, or a link to one), not a token file")
     if not os.path.isfile(path):
+        from configurator import dead_link
+        if dead_link(path, f'the {split} token file', named=False):  # not "not found", which would advise preparing the data
+            raise SystemExit(dead_link(path, f'the {split} token file', named=False))
         if raw_text(data_dir):
             raise SystemExit(raw_text(data_dir))
         raise FileNotFoundError(f"{path} not found")

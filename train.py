@@ -56,7 +56,7 @@ from tokens import (data_tokenizer, inner_data, open_tokens, other_tokens, prepa
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
 # config file and --key=value; each flag says what it takes (configurator.py), and --help lists them.
-from configurator import (Flag, FlagError, configure_globals, discard, elsewhere_remedy, flag, folder_kind, init_from_mistake,  # noqa: E402
+from configurator import (Flag, FlagError, configure_globals, dead_link, discard, elsewhere_remedy, flag, folder_kind, init_from_mistake,  # noqa: E402
                           locked, script_path, write_failure, write_remedy)
 # I/O
 out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out',
@@ -108,7 +108,7 @@ ema_rate = flag(0.01, "mu, the EMA's weight on each new sample", above=0, max=1)
 # then ln_1 on the Q/K path (start[1], gap[1]), on the V path (start[2], gap[2]), then ln_f at
 # start[3]; sigma_avg comes from an EMA that moves every training forward, or from the starting model
 fakeln = flag(False, "replace every LayerNorm by Baroni et al.'s FakeLN, removed step by step")
-fakeln_start = flag((20, 44, 68, 104), "removal steps of the first ln_2, ln_1 (Q/K), ln_1 (V), and ln_f",
+fakeln_start = flag((20, 44, 68, 104), "removal steps of the first ln_2, ln_1 (Q/K), ln_1 (V), and ln_f, in that order",
                     items=int, length=4, min=0)
 fakeln_gap = flag((2, 2, 3), "steps between layers' removals of ln_2, ln_1 (Q/K), ln_1 (V)",
                   items=int, length=3, min=0)
@@ -400,6 +400,10 @@ def check_config():
     if (taper != 'none' or aux_loss == 'fixed') and taper_start < 1:
         fail(f"taper_start={taper_start} leaves no step at g = 1 to calibrate c and s_tgt from: "
              f"start the taper at step 1 or later")
+    if fakeln and list(fakeln_start) != sorted(fakeln_start):  # Baroni et al.'s order, which the flag's items name
+        fail(f"fakeln_start={tuple(fakeln_start)} removes the LayerNorms out of Baroni et al.'s order (ln_2, then "
+             f"ln_1 on the Q/K path, ln_1 on the V path, ln_f last), which its four steps give in turn: pass them in "
+             f"that order, e.g. --fakeln_start={','.join(map(str, sorted(fakeln_start)))}")
 
 
 def hold_out_dir(probe=False):
@@ -491,6 +495,9 @@ if rank == 0 and not memory_plan:  # allowed, but said: settings that have no ef
     if fakeln and fakeln_sigma == 'pretrained' and init_from == 'scratch':
         print("note: fakeln_sigma='pretrained' measures each LayerNorm's sigma on the model as it starts, which "
               "from scratch is its random initialization: 'live' (the default) follows the sigma as it trains")
+    if log_interval >= max_iters and not eval_only:  # valid, but the log's training curve is one point
+        print(f"note: log_interval={log_interval} is not below max_iters={max_iters}, so the log holds the training "
+              f"loss of step 0 alone (plot.py draws its curve from the rows there): lower --log_interval for a curve")
     if lr_decay_iters < max_iters and not eval_only:
         print(f"note: the learning rate decays to min_lr={min_lr} by lr_decay_iters={lr_decay_iters} and stays "
               f"there for the last {max_iters - lr_decay_iters} steps")
@@ -656,9 +663,8 @@ def token_file(split):
     can be a stream of them."""
     if os.path.isfile(data_dir):
         fail(f"data_dir={data_dir} is a file: name the folder that holds train.bin, val.bin and meta.json")
-    if os.path.islink(data_dir) and not os.path.exists(data_dir):
-        fail(f"data_dir={data_dir} is a broken symbolic link (to {os.readlink(data_dir)}, missing or a loop): "
-             f"remove it, or name the folder that holds train.bin, val.bin and meta.json")
+    if dead_link(data_dir, 'the folder that holds train.bin, val.bin and meta.json'):
+        fail(f"data_dir={dead_link(data_dir, 'the folder that holds train.bin, val.bin and meta.json')}")
     try:
         return open_tokens(data_dir, split)
     except FileNotFoundError as e:
