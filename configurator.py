@@ -372,6 +372,14 @@ def mistyped_path(key, value):
     value that the layer names for every path flag (invisible characters, a stray space, quotes, a URL)."""
     if not isinstance(value, str) or os.path.exists(value):
         return
+    try:  # "['run1', 'run2']": a Python list, where the arguments themselves are the list
+        items = ast.literal_eval(value.strip()) if value.strip()[:1] + value.strip()[-1:] in ('[]', '()') else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        items = None
+    if isinstance(items, (list, tuple)) and items and all(isinstance(x, str) for x in items):
+        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else 'plot.py'
+        raise FlagError(f"{value} is a Python list: name each of the {key} as an argument of its own, `python "
+                        f"{script_path(prog)} {' '.join(map(shlex.quote, items))}`")
     if '\u00a0' in value or any(c in value for c in INVISIBLE):
         raise FlagError(f"{key}={value!r} holds an invisible character or a non-breaking space (pasted from a chat "
                         f"or a document?): type it again")
@@ -553,30 +561,57 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
                 encoding, name = ('cp1252', 'Windows-1252') if windows else ('latin1', 'Latin-1')
                 with open(path, 'rb') as whole:  # the file's first MB, not one line: accents, or words of letters?
                     head = whole.read(1 << 20)
-                runs = [len(r) for r in re.findall(rb'[\x80-\xff]+', head)]
-                words = len(re.findall(rb'[\xc0-\xff]{3,}', head))  # Latin text rarely sets 3 accented letters in a row
-                if words >= 2 or sum(r for r in runs if r >= 3) >= 0.3 * sum(runs):  # another alphabet
-                    encoding = cyrillic_encoding(head)
-                    name = (f"{CYRILLIC[encoding]} (Cyrillic) text; another alphabet's legacy encoding takes its "
-                            f"own name, e.g. cp1253 for Greek")
+                # the runs of bytes past ASCII that are not UTF-8 (a file may hold some: a curly quote once
+                # read as Latin and saved again, "â€œ", is three characters of valid UTF-8 in the file)
+                bad = [r for r in re.findall(rb'[\x80-\xff]+', head) if not utf8_bytes(r)]
+                runs = [len(r) for r in bad]
+                words = sum(len(re.findall(rb'[\xc0-\xff]{3,}', r)) for r in bad)  # Latin rarely sets 3 accents in a row
+                letters = b' '.join(sorted({r for r in bad if len(r) >= 2}))  # distinct words, not a symbol repeated
+                if (words >= 2 or sum(r for r in runs if r >= 3) >= 0.3 * sum(runs)) and legacy_encoding(letters):
+                    encoding = legacy_encoding(letters)  # another alphabet
+                    name = (f"{LEGACY[encoding][0]} ({LEGACY[encoding][1]}) text; another alphabet's legacy encoding "
+                            f"takes its own name, e.g. cp1255 for Hebrew")
                 raise FlagError(f"{subject} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}): "
                                 f"convert it first (`iconv -f {encoding} -t utf-8 {shlex.quote(path)} > {shlex.quote(utf8)}` "
                                 f"for {name} text) and pass {utf8}") from None
     raise FlagError(f"{subject} ends inside a UTF-8 character: it was cut short; pass the whole file")
 
 
-# The legacy encodings of Cyrillic text. Each puts the lowercase letters, which running text is mostly
-# made of, at other bytes: 0xe0-0xff in Windows-1251, 0xc0-0xdf in KOI8-R, 0xa0-0xaf and 0xe0-0xef in DOS's
-# cp866. Read in the wrong one, most letters come out uppercase, or not letters at all.
-CYRILLIC = {'cp1251': 'Windows-1251', 'koi8-r': 'KOI8-R', 'cp866': 'DOS code page 866'}
+# The legacy one-byte encodings of the alphabets other than Latin that text files still come in, and the
+# alphabet each one writes. They put the letters at other bytes (Russian's lowercase at 0xe0-0xff in
+# Windows-1251, 0xc0-0xdf in KOI8-R, 0xd0-0xef in ISO-8859-5; Greek's at 0xe1-0xfe, where Windows-1251 has
+# Russian's): read in the wrong one, the text comes out as other letters, or uppercase, or symbols.
+LEGACY = {'cp1251': ('Windows-1251', 'Cyrillic'), 'koi8-r': ('KOI8-R', 'Cyrillic'), 'cp866': ('DOS code page 866', 'Cyrillic'),
+          'iso-8859-5': ('ISO-8859-5', 'Cyrillic'), 'cp1253': ('Windows-1253', 'Greek'), 'iso-8859-7': ('ISO-8859-7', 'Greek')}
+# How often each lowercase letter occurs in running text, in percent: Russian's, Greek's (final sigma apart).
+LETTERS = {'Cyrillic': dict(zip('оеаинтсрвлкмдпуяыьгзбчйхжшюцщэфъё',
+                                (11.0, 8.5, 8.0, 7.4, 6.7, 6.3, 5.5, 4.7, 4.5, 4.4, 3.5, 3.2, 3.0, 2.8, 2.6, 2.0, 1.9,
+                                 1.7, 1.7, 1.7, 1.6, 1.4, 1.2, 1.0, 0.9, 0.7, 0.6, 0.5, 0.4, 0.3, 0.3, 0.04, 0.04))),
+           'Greek': dict(zip('αοετιηνσυρπκμλςωγδάέίόθχήύβφώξζψ',
+                             (11.0, 9.0, 7.5, 7.5, 7.0, 4.5, 6.5, 4.5, 4.0, 4.4, 4.0, 4.0, 3.3, 2.8, 2.9, 1.5, 1.8, 1.8,
+                              1.9, 1.4, 1.3, 1.6, 1.2, 1.1, 1.1, 0.9, 0.7, 0.8, 0.6, 0.5, 0.4, 0.1)))}
 
 
-def cyrillic_encoding(data):
-    """The encoding of CYRILLIC that reads the most of data's non-ASCII bytes as lowercase letters."""
-    def lowercase(encoding):
-        text = data.decode(encoding, errors='replace')
-        return sum(c.islower() for c in text if ord(c) > 127)
-    return max(CYRILLIC, key=lowercase)  # a tie keeps the first, Windows-1251
+def utf8_bytes(data):
+    """Whether data is UTF-8."""
+    try:
+        data.decode('utf-8')
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def legacy_encoding(data):
+    """The encoding of LEGACY under which data's non-ASCII bytes read most like running text of its
+    alphabet (the sum of its letters' frequencies, uppercase letters counting as theirs), if they read
+    as that alphabet's letters at all (most of them); else None: Latin text, or UTF-8 read as Latin once
+    already ("â€œ" for a curly quote), whose bytes no legacy encoding reads as words."""
+    def likeness(encoding):
+        frequency = LETTERS[LEGACY[encoding][1]]
+        return sum(frequency.get(c.lower(), 0.0) for c in data.decode(encoding, errors='replace') if ord(c) > 127)
+    best = max(LEGACY, key=likeness)  # a tie keeps the first: Windows-1251
+    high = [c for c in data.decode(best, errors='replace') if ord(c) > 127]
+    return best if sum(c.lower() in LETTERS[LEGACY[best][1]] for c in high) >= 0.6 * len(high) else None
 
 
 def compression(path):
@@ -604,6 +639,11 @@ def checked_input(key, path, kind, wanted=None):
     noun = 'file' if kind == 'file' else 'folder'
     if not path.strip():
         raise FlagError(f"{key} is empty: name the {noun} to read")
+    if os.path.normpath(path) in STANDARD_INPUT and kind == 'dir':
+        raise FlagError(f"{key}={path} is standard input, not a folder: name the {noun}")
+    if os.path.normpath(path) in STANDARD_INPUT and not os.path.exists(path):  # not piped in: it is read again
+        raise FlagError(f"{key}={path} is standard input, which this script was started without (<&-?), and {key} "
+                        f"is read more than once, which a pipe cannot be: save the input to a file and pass that")
     if dead_link(path, f"the {noun}"):
         raise FlagError(f"{key}={dead_link(path, f'the {noun}')}")
     if kind == 'file' and os.path.isdir(path):
@@ -1323,6 +1363,11 @@ def utf16_without_mark(path):
     return pairs > 0 and text >= 0.9 * pairs
 
 
+# The words YAML reads as null and booleans (1.1's, which many configs still use), as Python writes them.
+YAML_WORDS = {'null': 'None', '~': 'None', 'true': 'True', 'yes': 'True', 'on': 'True', 'false': 'False',
+              'no': 'False', 'off': 'False'}
+
+
 def read_file(path, values, flags, prog):
     if not path.strip():
         raise FlagError(f"argument {path!r} is blank (a space after a backslash that ends a line?): remove it")
@@ -1385,8 +1430,16 @@ def read_file(path, values, flags, prog):
             value = node.annotation
             word = isinstance(value, ast.Name) and value.id not in ('True', 'False', 'None')
             meant = repr(value.id) if word else ast.unparse(value)  # a word of YAML is a string in Python
+            spec = flags.get(ast.unparse(node.target))
+            if word and value.id.lower() in YAML_WORDS:  # YAML's null, true, yes, off ...: not strings there
+                meant = YAML_WORDS[value.id.lower()]
+                if meant == 'None' and spec is not None and spec.choices and 'none' in spec.choices:
+                    meant = "'none'"  # the flag's own word for nothing (aux_loss, taper)
+            advice = f"write `{ast.unparse(node.target)} = {meant}`"
+            if meant == 'None' and spec is not None and spec.default is not None:  # the flag takes no None
+                advice = f"drop the line for {ast.unparse(node.target)}'s default ({spec.default!r})"
             raise FlagError(f"config file {path}, line {node.lineno}: `{ast.unparse(node)}` assigns nothing "
-                            f"(a YAML habit?): write `{ast.unparse(node.target)} = {meant}`")
+                            f"(a YAML habit?): {advice}")
     argv = list(sys.argv)
     try:
         namespace['__name__'] = '__main__'  # as `python config.py` would run it: an `if __name__` block too

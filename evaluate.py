@@ -243,7 +243,8 @@ check_model_tokenizer(tokenizer)
 if os.path.isfile(data_dir):
     fail(f"data_dir={data_dir} is a file, not a data folder: pass --data_dir=<the folder prepare_owt.py wrote>")
 if not os.path.isdir(data_dir):
-    fail(f"no folder {data_dir}: {data_advice(tokenizer)}")
+    fail(f"data_dir={dead_link(data_dir, 'the data folder')}" if dead_link(data_dir, 'the data folder') else
+         f"no folder {data_dir}: {data_advice(tokenizer)}")
 present = [(key, name, split) for key, name, split in SETS if os.path.isfile(f"{data_dir}/{split}.bin")]
 for key, name, split in SETS:  # a link to nothing is not a set left out: said, not taken for one not prepared
     if dead_link(f"{data_dir}/{split}.bin", f"the {split} token file", named=False):

@@ -193,6 +193,13 @@ def load_tokenizer(name_or_dir):
                           ": pass the folder the model's tokenizer was saved to, or its hub name"))
     if dead_link(name_or_dir, "the tokenizer's folder"):
         raise SystemExit(dead_link(name_or_dir, "the tokenizer's folder"))
+    if os.path.isfile(name_or_dir):  # one file of a tokenizer's folder, or a run's checkpoint
+        folder = os.path.dirname(name_or_dir) or "."
+        weights = name_or_dir.endswith((".pt", ".pth", ".bin", ".safetensors"))
+        raise SystemExit(f"{name_or_dir} is a file{' of weights, which hold no tokenizer' if weights else ''}, not a "
+                         f"tokenizer's folder: " + (f"pass the folder that holds it, {folder}" if any(
+                             os.path.isfile(os.path.join(folder, f)) for f in files) else
+                             "pass the folder save_pretrained wrote the tokenizer to, or a hub name"))
     if not os.path.isdir(name_or_dir) and name_or_dir.startswith((".", "/", "~")):
         raise SystemExit(f"no folder at {name_or_dir}: pass a folder written by save_pretrained, or a hub "
                          f"name such as HuggingFaceTB/SmolLM2-135M")
@@ -201,9 +208,13 @@ def load_tokenizer(name_or_dir):
         offline_without_network()
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_dir)
-    except (OSError, ValueError) as e:
+    except Exception as e:  # a local folder: whatever transformers raises of its files (a config.json field too)
         if os.path.isdir(name_or_dir):
-            raise SystemExit(f"transformers could not read {name_or_dir} ({str(e).splitlines()[0]})") from None
+            from hf import first_line
+            raise SystemExit(f"transformers could not read {name_or_dir} ({first_line(e)}): fix what it names in that "
+                             f"folder's config.json or tokenizer files, or save the tokenizer again with save_pretrained") from None
+        if not isinstance(e, (OSError, ValueError)):
+            raise
         raise SystemExit(f"could not download {name_or_dir}: no network, or no such tokenizer on the hub; "
                          f"pass a local directory written by save_pretrained") from None
     if tokenizer.eos_token_id is None:

@@ -27,7 +27,7 @@ import torch
 
 from memory import device_bytes
 from hf import from_pretrained, init_from_conflict, tokenizer_reference
-from configurator import FlagError, configure_globals, flag, not_utf8, script_path, special_kind
+from configurator import FlagError, configure_globals, dead_link, flag, not_utf8, script_path, special_kind
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    pick_device, replaced_run, run_checkpoint, taper_note)
 from tokens import load_tokenizer, tokenizer_size
@@ -120,6 +120,8 @@ if start.startswith('FILE:'):
              f"name the prompt's text file")
     if not prompt_file.strip():
         fail("--start=FILE: names no file: write the prompt's text file after it, e.g. --start=FILE:prompt.txt")
+    if not os.path.isfile(prompt_file) and not piped and dead_link(prompt_file, "the prompt's text file"):
+        fail(f"--start=FILE:{dead_link(prompt_file, 'the prompt' + chr(39) + 's text file')}")
     if not os.path.isfile(prompt_file) and not piped:
         fail(f"no prompt file at {prompt_file}: --start=FILE:path names a text file")
     try:

@@ -350,11 +350,19 @@ def test_the_prepare_command_a_broken_data_folder_names_mends_it(data_dir, tmp_p
         assert (broken / name).read_bytes() == (data_dir / name).read_bytes(), name
 
 
-@pytest.mark.parametrize('fault', ['latin1', 'cp1252', 'cp1251', 'koi8-r', 'cp866', 'one per line', 'csv', 'json array', 'json array (owt)',
+RUSSIAN = '\u0416\u0438\u043b\u0430-\u0431\u044b\u043b\u0430 \u0434\u0435\u0432\u043e\u0447\u043a\u0430.'  # Жила-была девочка.
+GREEK = '\u039c\u03b9\u03b1 \u03c6\u03bf\u03c1\u03ac \u03ba\u03b9 \u03ad\u03bd\u03b1\u03bd \u03ba\u03b1\u03b9\u03c1\u03cc.'  # Μια φορά κι έναν καιρό.
+LEGACY_TEXT = {'cp1251': RUSSIAN, 'koi8-r': RUSSIAN, 'cp866': RUSSIAN, 'iso-8859-5': RUSSIAN, 'cp1253': GREEK,
+               'iso-8859-7': GREEK}
+
+
+@pytest.mark.parametrize('fault', ['latin1', 'cp1252', 'cp1251', 'koi8-r', 'cp866', 'iso-8859-5', 'cp1253', 'iso-8859-7',
+                                   'one per line', 'csv', 'json array', 'json array (owt)',
                                    'json object (owt)'])
 def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads(tmp_path, fault):
-    """A text file the prepare scripts refuse (Latin-1, Windows-1252 bytes, Cyrillic in Windows-1251, KOI8-R or
-    DOS's cp866, each of which puts the letters at other bytes, a story per line, CSV, one JSON array of
+    """A text file the prepare scripts refuse (Latin-1, Windows-1252 bytes, Cyrillic in Windows-1251, KOI8-R,
+    DOS's cp866 or ISO-8859-5, Greek in Windows-1253 or ISO-8859-7, each of which puts the letters at other
+    bytes, a story per line, CSV, one JSON array of
     records or one pretty-printed JSON object),
     in a folder whose name holds spaces, is named with the shell command that converts it: run by bash
     exactly as printed, that command writes the file the sentence says to pass, and the prepare reads it.
@@ -369,9 +377,8 @@ def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads
     if fault in ('latin1', 'cp1252'):  # Windows-1252's curly quotes are C1 controls in Latin-1: each its own iconv
         source.write_bytes(('\n\n'.join(stories) + '\n\nLe caf\u00e9, \u201cdit-il\u201d.\n').encode(
             'latin-1' if fault == 'latin1' else 'cp1252', 'replace'))
-    elif fault in ('cp1251', 'koi8-r', 'cp866'):  # Cyrillic: whole words of high bytes, which Latin-1 would garble
-        source.write_bytes(('\n\n'.join(stories) + '\n\n\u0416\u0438\u043b\u0430-\u0431\u044b\u043b\u0430 '
-                            '\u0434\u0435\u0432\u043e\u0447\u043a\u0430.\n').encode(fault, 'replace'))
+    elif fault in LEGACY_TEXT:  # whole words of high bytes, which Latin-1 would garble
+        source.write_bytes(('\n\n'.join(stories) + '\n\n' + LEGACY_TEXT[fault] + '\n').encode(fault, 'replace'))
     elif fault == 'one per line':
         source.write_text('\n'.join(s.replace('\n', ' ') for s in stories), encoding='utf-8')
     elif fault == 'csv':  # a spreadsheet's export, named .txt
@@ -399,8 +406,8 @@ def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads
     assert (tmp_path / 'data' / 'meta.json').is_file()
     if fault == 'csv':  # the stories themselves, not the rows: as many documents as there were rows
         assert passed.read_text(encoding='utf-8').split('\n\n')[:3] == [s.strip('\n') for s in stories[:3]]
-    if fault in ('cp1251', 'koi8-r', 'cp866'):  # the Cyrillic as written, not another encoding's reading of its bytes
-        assert '\u0416\u0438\u043b\u0430-\u0431\u044b\u043b\u0430' in passed.read_text(encoding='utf-8')
+    if fault in LEGACY_TEXT:  # the text as written, not another encoding's reading of its bytes
+        assert LEGACY_TEXT[fault] in passed.read_text(encoding='utf-8')
     if fault == 'cp1252':  # the text as written: its quotes, and no control character in their place
         text = passed.read_text(encoding='utf-8')
         assert '\u201cdit-il\u201d' in text and not any('\x80' <= c <= '\x9f' for c in text)

@@ -1393,6 +1393,38 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      ['--out_dir={root}/run', '--plot={root}/residual.png '], "a space, tab or line break: name the file without it", None),
     ("diagnose: an empty figure path", 'diagnose.py', ['--out_dir={root}/run', '--plot='],
      "plot is empty: name the file to write, or drop --plot", None),
+    # a model no machine can hold: a weight past what torch can size, said before anything is built
+    ("memory: a width with three zeros too many", 'memory.py', ['config/quick_cpu.py', '--n_embd=1000000000'],
+     "makes a weight of 3e+18 numbers, past the 2**63 bytes that torch can size one tensor to", None),
+    ("bench: a width with three zeros too many", 'bench.py', ['--n_embd=1000000000', '--device=cpu'],
+     "makes a weight of 3e+18 numbers, past the 2**63 bytes that torch can size one tensor to", None),
+    ("train: a vocabulary and width whose embedding no machine holds", 'train.py',
+     [*T, '--vocab_size=4000000000', '--n_embd=400000000'], "past the 2**63 bytes that torch can size one tensor to", None),
+    # a resume rewrites config.json, keeping keys a user added: one it cannot read is refused, not replaced
+    ("resume: config.json left invalid JSON by a hand edit", 'train.py', [*R, '--out_dir={root}/badjson'],
+     "config.json is not valid JSON (line", None),
+    ("resume: config.json replaced by another file's JSON", 'train.py', [*R, '--out_dir={root}/foreignjson'],
+     "config.json is not a run's config (it lacks init_from, taper or out_dir)", None),
+    ("evaluate: a data folder that links to nothing", 'evaluate.py',
+     ['--init_from={root}/allrun_hf', '--data_dir={root}/deadlink', '--device=cpu'],
+     "/deadlink is a broken symbolic link (to ", None),
+    ("sample: a prompt file in a folder that links to nothing", 'sample.py',
+     ['--out_dir={root}/run', '--start=FILE:{root}/deadlink/prompt.txt', '--device=cpu'], "a broken symbolic link", None),
+    # prepare_owt.py's tokenizer: a file, or a folder transformers cannot read (a config.json field it refuses)
+    ("prepare_owt: a run's checkpoint as the tokenizer", 'prepare_owt.py', [*OWT, '--tokenizer={root}/run/ckpt.pt'],
+     "is a file of weights, which hold no tokenizer, not a tokenizer's folder", None),
+    ("prepare_owt: a tokenizer whose model's config.json gives vocab_size NaN", 'prepare_owt.py',
+     [*OWT, '--tokenizer={root}/llama_toknan'], "fix what it names in that folder's config.json or tokenizer files", OFFLINE),
+    # YAML's null and booleans in a config file: advised as the flag takes them
+    ("train: `aux_loss: null` in a config file", 'train.py', ['{root}/yaml_null.py', '--memory_plan'],
+     "`aux_loss: null` assigns nothing (a YAML habit?): write `aux_loss = 'none'`", None),
+    ("train: `init_from: null` in a config file", 'train.py', ['{root}/yaml_init.py', '--memory_plan'],
+     "`init_from: null` assigns nothing (a YAML habit?): drop the line for init_from's default ('scratch')", None),
+    ("train: `compile: yes` in a config file", 'train.py', ['{root}/yaml_yes.py', '--memory_plan'],
+     "`compile: yes` assigns nothing (a YAML habit?): write `compile = True`", None),
+    # plot.py's run folders as a Python list, where they are its arguments
+    ("plot: the run folders as one Python list", 'plot.py', ["['{root}/run', '{root}/trun']", '--out_dir={root}/plots'],
+     "is a Python list: name each of the run_dirs as an argument of its own", None),
     # a config.json number JSON reads as infinite or NaN
     ("train: an HF folder whose rope_theta is Infinity", 'train.py',
      ['--init_from={root}/llama_thetainf', *LLAMA_HF[:4], '--data_dir={data}', '--out_dir={root}/fresh'],
@@ -1624,6 +1656,10 @@ def make_workspace(root, data_dir):
     np.zeros(len(train), dtype=np.uint16).tofile(f'{root}/zeros/train.bin')
     open(f'{root}/prompt.txt', 'w').write('Once upon a time')
     os.symlink(f'{root}/nowhere', f'{root}/deadlink')
+    for name, text in (('badjson', None), ('foreignjson', '{"vocab_size": 512}\n')):  # a run's config.json edited
+        shutil.copytree(f'{root}/run', f'{root}/{name}')
+        held = open(f'{root}/{name}/config.json').read()
+        open(f'{root}/{name}/config.json', 'w').write(text or held.rstrip().rstrip('}') + ', "notes": "lr spike",\n}\n')
     shutil.copytree(data_dir, f'{root}/deadval')  # a data folder whose val.bin links to nothing
     os.remove(f'{root}/deadval/val.bin')
     os.symlink(f'{root}/nowhere/val.bin', f'{root}/deadval/val.bin')
@@ -1741,6 +1777,9 @@ def make_workspace(root, data_dir):
     os.remove(f'{root}/llama_shards/{shards[1]}')  # a download cut short
     shutil.copytree(f'{root}/llama', f'{root}/llama_tok1000')  # another model's tokenizer beside the weights
     word_tokenizer(f'{root}/llama_tok1000', 997)
+    shutil.copytree(f'{root}/llama_tok1000', f'{root}/llama_toknan')  # a hand edit transformers refuses
+    json.dump(json.load(open(f'{root}/llama/config.json')) | {'vocab_size': float('nan')},
+              open(f'{root}/llama_toknan/config.json', 'w'))
     shutil.copytree(f'{root}/llama', f'{root}/llama_tokcfg')
     json.dump({'tokenizer_class': 'LlamaTokenizerFast', 'bos_token': '<s>', 'eos_token': '</s>'},
               open(f'{root}/llama_tokcfg/tokenizer_config.json', 'w'))
@@ -1851,6 +1890,8 @@ def make_workspace(root, data_dir):
     GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=512, bos_token_id=2,
                                eos_token_id=2)).save_pretrained(
         f'{root}/hf')
+    for name, line in (('yaml_null', 'aux_loss: null'), ('yaml_init', 'init_from: null'), ('yaml_yes', 'compile: yes')):
+        open(f'{root}/{name}.py', 'w').write(line + '\n')
     open(f'{root}/taper_on.py', 'w').write("taper = 'internal'\n")  # a model alone, none on a FakeLN config
     import pandas
     pandas.DataFrame({'text': ['One story.', 'Another story.']}).to_parquet(f'{root}/owt.parquet')  # the hub's form

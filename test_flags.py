@@ -648,9 +648,11 @@ def test_a_script_started_with_its_standard_output_closed_says_so():
 @pytest.mark.parametrize('script,args,said', [
     ('sample.py', '--out_dir=nowhere --start=FILE:/dev/stdin', 'reads the prompt from standard input, which is closed (<&-?)'),
     ('prepare_owt.py', '--input_file=/dev/stdin --out_dir=nowhere', 'input_file=/dev/stdin is standard input, which this '
-                                                                   'script was started without'),
+     'script was started without (<&-?), and input_file is read more than once, which a pipe cannot be: save the input '
+     'to a file and pass that'),
     ('prepare_tinystories.py', '--input_file=/dev/fd/0 --out_dir=nowhere', 'input_file=/dev/fd/0 is standard input, '
                                                                           'which this script was started without'),
+    ('diagnose.py', '--out_dir=. --data_dir=/dev/stdin', 'data_dir=/dev/stdin is standard input, not a folder'),
 ])
 def test_a_file_read_from_a_closed_standard_input_is_one_sentence(script, args, said):
     """A script told to read standard input (/dev/stdin, /dev/fd/0) but started with it closed (`<&-`), which

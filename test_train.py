@@ -276,6 +276,21 @@ def test_a_log_interval_past_the_run_is_said_by_train_and_plot(data_dir, tmp_pat
     assert 'single point' not in run('plot.py', str(tmp_path / 'two'), f'--out_dir={tmp_path / "plots2"}').stdout
 
 
+def test_a_resume_with_another_batch_size_says_the_evaluations_change(data_dir, tmp_path):
+    """A resume that keeps the step's batch with --batch_size=4 --gradient_accumulation_steps=2 (a run of
+    batch_size 8) is valid, but each evaluation then takes eval_iters batches of 4: the note says how many
+    sequences val_loss averages now and then, and the --eval_iters that keeps the run's number."""
+    out = tmp_path / 'run'
+    run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=12', '--stop_iter=6',
+        '--taper_end=10', '--lr_decay_iters=12', '--eval_interval=6', '--eval_iters=2')
+    said = run('train.py', '--init_from=resume', f'--out_dir={out}', '--device=cpu', '--batch_size=4',
+               '--gradient_accumulation_steps=2').stdout
+    assert ("note: each evaluation averages eval_iters=2 batches of batch_size, so val_loss from here on is taken over "
+            "8 sequences, not the run's 16: --eval_iters=4 keeps that") in said
+    again = run('train.py', '--init_from=resume', f'--out_dir={out}', '--device=cpu', '--eval_only').stdout
+    assert 'each evaluation averages' not in again
+
+
 def test_settings_the_run_never_reads_are_said(data_dir, tmp_path):
     """A flag whose setting this run ignores (the W&B project without --wandb_log, a FakeLN setting without
     --fakeln, --compile under TORCHDYNAMO_DISABLE=1, --dtype=bfloat16 on the CPU) is named in a note,

@@ -366,7 +366,8 @@ def check_config():
     try:
         GPTConfig(arch=arch, norm=norm, taper=taper, aux_loss=aux_loss, fakeln=fakeln, n_embd=n_embd,
                   n_head=n_head, n_kv_head=n_kv_head, tied_head=tied_head, mlp_hidden=mlp_hidden, dropout=dropout,
-                  fakeln_momentum=fakeln_momentum, fakeln_sigma=fakeln_sigma)
+                  fakeln_momentum=fakeln_momentum, fakeln_sigma=fakeln_sigma, vocab_size=vocab_size,
+                  block_size=block_size, n_layer=n_layer)
     except ValueError as e:
         fail(f"{e}: {memory.model_remedy(sys.argv[1:])}")
     if init_from_mistake(init_from, ['scratch', 'resume']):
@@ -495,9 +496,9 @@ if rank == 0 and not memory_plan:  # allowed, but said: settings that have no ef
     if fakeln and fakeln_sigma == 'pretrained' and init_from == 'scratch':
         print("note: fakeln_sigma='pretrained' measures each LayerNorm's sigma on the model as it starts, which "
               "from scratch is its random initialization: 'live' (the default) follows the sigma as it trains")
-    if log_interval >= max_iters and not eval_only:  # valid, but the log's training curve is one point
+    if log_interval >= max_iters > 1 and init_from != 'resume' and not eval_only:  # valid, but a curve of one point
         print(f"note: log_interval={log_interval} is not below max_iters={max_iters}, so the log holds the training "
-              f"loss of step 0 alone (plot.py draws its curve from the rows there): lower --log_interval for a curve")
+              f"loss of step 0 alone (plot.py draws the curve from those rows): lower --log_interval for a curve")
     if lr_decay_iters < max_iters and not eval_only:
         print(f"note: the learning rate decays to min_lr={min_lr} by lr_decay_iters={lr_decay_iters} and stays "
               f"there for the last {max_iters - lr_decay_iters} steps")
@@ -628,6 +629,24 @@ for name in ('ckpt.pt', 'config.json', 'log.jsonl', 'train_time.json'):  # the f
         if os.path.isdir(path) and not (memory_plan or eval_only):
             fail(f"{path} is a folder where the run writes its {name}{' first' if path.endswith('.tmp') else ''}: "
                  f"remove or rename it, or choose another out_dir")
+def unreadable_config(path):
+    """Why a resume may not rewrite out_dir's config.json (None if it may): a hand edit left it invalid JSON,
+    or it is not a run's config, and the keys a user added to it (kept by a resume) would be lost."""
+    try:
+        with open(path, encoding='utf-8-sig') as f:
+            json.load(f)
+    except json.JSONDecodeError as e:
+        return f"{path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}; edited by hand?)"
+    except UnicodeDecodeError:
+        return f"{path} is not UTF-8 text (saved in another encoding?)"
+    except OSError:
+        return None  # absent: the resume writes it again from the checkpoint
+    return None if ours(path) else f"{path} is not a run's config (it lacks init_from, taper or out_dir)"
+
+
+if init_from == 'resume' and not memory_plan and not eval_only and unreadable_config(os.path.join(out_dir, 'config.json')):
+    fail(f"cannot resume: {unreadable_config(os.path.join(out_dir, 'config.json'))}, and the resume rewrites it from "
+         f"the checkpoint, keeping any keys added to it: fix it, or move it aside (the resume then writes a new one)")
 if init_from != 'resume' and not memory_plan:  # a plan writes nothing
     if any(os.path.isfile(os.path.join(out_dir, f)) for f in ('train.bin', 'meta.json')):
         fail(f"out_dir={out_dir} is a data folder (it holds train.bin or meta.json): write the run elsewhere, "
@@ -1001,6 +1020,12 @@ elif init_from == 'resume':
                   f"rewritten from it); change a setting with its flag")
     if master and changed:  # allowed (e.g. a lower learning rate after a spike), but never silently
         print("resuming with changed settings: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
+        if 'batch_size' in changed and not eval_only:  # the step's batch is kept; an evaluation's is batch_size's
+            old = changed['batch_size'][0]
+            print(f"note: each evaluation averages eval_iters={eval_iters} batches of batch_size, so val_loss from "
+                  f"here on is taken over {eval_iters * batch_size} sequences, not the run's {eval_iters * old}"
+                  + (f": --eval_iters={eval_iters * old // batch_size} keeps that" if eval_iters * old % batch_size == 0
+                     else ""))
         was, now = get_lr(iter_num, checkpoint['config']), get_lr(iter_num)
         if was != now:  # e.g. a finished run extended: its learning rate climbs back up the new cosine
             print(f"note: the learning rate at iter {iter_num} goes from {was:.3g} (the checkpoint's schedule) to "
