@@ -153,7 +153,7 @@ if not (ckpt or init_from):
     try:
         GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab_size, block_size=block_size)
     except ValueError as e:
-        fail(f"{e}: pick another --n_embd or --n_head")
+        fail(f"{e}: pick another --n_embd or --n_head" if 'parameters' not in str(e) else f"{e}: pick a smaller model")
     if (n_embd // n_head) % 2:
         fail(f"the head size n_embd/n_head={n_embd // n_head} is odd: RoPE rotates pairs of features, so "
              f"pick an even head size")

@@ -171,7 +171,8 @@ def convert(key, value, spec):
             try:
                 number = ast.literal_eval(value.strip())
             except (ValueError, SyntaxError):
-                number = None
+                # 01, 007: decimal digits with a leading zero, which Python's literals refuse (no octal)
+                number = int(value.strip()) if re.fullmatch(r'[+-]?0+\d+', value.strip()) else None
         if isinstance(number, numbers.Real) and not isinstance(number, (bool, numbers.Integral)):
             number = float(number)  # numpy's float64 in a config file
         elif isinstance(number, numbers.Integral) and not isinstance(number, bool):
@@ -316,8 +317,7 @@ def dead_link(path, what='the file', named=True):
     if not path or os.path.exists(path):
         return None
     if os.path.normpath(path) in STANDARD_INPUT:
-        return (f"{path} is standard input, which this script was started without (<&-, or a caller that "
-                f"closed it): pipe the input in, or name a file")
+        return f"{path} is standard input, which this script was started without (<&-?): name {what} instead"
     link = os.path.normpath(path)
     while link and not (os.path.islink(link) and not os.path.exists(link)):
         parent = os.path.dirname(link)
@@ -376,9 +376,15 @@ def mistyped_path(key, value):
         items = ast.literal_eval(value.strip()) if value.strip()[:1] + value.strip()[-1:] in ('[]', '()') else None
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         items = None
+    for sep in (',', None):  # run1,run2 or "run1 run2": several paths in one argument
+        parts = value.split(sep)
+        if not (isinstance(items, (list, tuple)) and items) and len(parts) > 1 and all(
+                os.path.exists(p.strip()) for p in parts):
+            items, what = [p.strip() for p in parts], f"names {len(parts)} paths in one argument"
     if isinstance(items, (list, tuple)) and items and all(isinstance(x, str) for x in items):
         prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else 'plot.py'
-        raise FlagError(f"{value} is a Python list: name each of the {key} as an argument of its own, `python "
+        said = what if not value.strip().startswith(('[', '(')) else "is a Python list"
+        raise FlagError(f"{value} {said}: name each of the {key} as an argument of its own, `python "
                         f"{script_path(prog)} {' '.join(map(shlex.quote, items))}`")
     if '\u00a0' in value or any(c in value for c in INVISIBLE):
         raise FlagError(f"{key}={value!r} holds an invisible character or a non-breaking space (pasted from a chat "
@@ -567,10 +573,22 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
                 runs = [len(r) for r in bad]
                 words = sum(len(re.findall(rb'[\xc0-\xff]{3,}', r)) for r in bad)  # Latin rarely sets 3 accents in a row
                 letters = b' '.join(sorted({r for r in bad if len(r) >= 2}))  # distinct words, not a symbol repeated
-                if (words >= 2 or sum(r for r in runs if r >= 3) >= 0.3 * sum(runs)) and legacy_encoding(letters):
-                    encoding = legacy_encoding(letters)  # another alphabet
+                alphabet = words >= 2 or sum(r for r in runs if r >= 3) >= 0.3 * sum(runs)  # another alphabet's words
+                legacy = legacy_encoding(letters) if alphabet else None
+                latin = None if legacy else latin_encoding(b' '.join(bad), words=alphabet)
+                if legacy:
+                    encoding = legacy
                     name = (f"{LEGACY[encoding][0]} ({LEGACY[encoding][1]}) text; another alphabet's legacy encoding "
                             f"takes its own name, e.g. cp1255 for Hebrew")
+                elif latin and latin != 'cp1252':  # Polish, Czech, Turkish: their letters at Western's bytes
+                    encoding, name = latin, LATIN[latin][0]
+                elif not latin:
+                    # Central European, Turkish, Hebrew, Japanese ...: an encoding this check does not tell apart
+                    guess = f'python -c "from charset_normalizer import from_path; print(from_path({path!r}).best().encoding)"'
+                    raise FlagError(f"{subject} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}) but "
+                                    f"another encoding: find which (`{guess}` guesses it), "
+                                    f"convert it first (`iconv -f <that encoding> -t utf-8 {shlex.quote(path)} > "
+                                    f"{shlex.quote(utf8)}`) and pass {utf8}") from None
                 raise FlagError(f"{subject} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}): "
                                 f"convert it first (`iconv -f {encoding} -t utf-8 {shlex.quote(path)} > {shlex.quote(utf8)}` "
                                 f"for {name} text) and pass {utf8}") from None
@@ -582,7 +600,28 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
 # Windows-1251, 0xc0-0xdf in KOI8-R, 0xd0-0xef in ISO-8859-5; Greek's at 0xe1-0xfe, where Windows-1251 has
 # Russian's): read in the wrong one, the text comes out as other letters, or uppercase, or symbols.
 LEGACY = {'cp1251': ('Windows-1251', 'Cyrillic'), 'koi8-r': ('KOI8-R', 'Cyrillic'), 'cp866': ('DOS code page 866', 'Cyrillic'),
-          'iso-8859-5': ('ISO-8859-5', 'Cyrillic'), 'cp1253': ('Windows-1253', 'Greek'), 'iso-8859-7': ('ISO-8859-7', 'Greek')}
+          'iso-8859-5': ('ISO-8859-5', 'Cyrillic'), 'mac-cyrillic': ('Mac Cyrillic', 'Cyrillic'),
+          'cp1253': ('Windows-1253', 'Greek'), 'iso-8859-7': ('ISO-8859-7', 'Greek')}
+# The Latin alphabets' one-byte encodings, each with what its text holds past ASCII (letters, and the signs
+# of running text). Icelandic's ð, þ and ý are left out of the Western set: they are what Turkish ğ, ş
+# and ı read as in Windows-1252.
+SIGNS = '\u201c\u201d\u2018\u2019\u201a\u201e\u2013\u2014\u2026\u20ac\u2022\u2122«»°·§©®£±×÷\xa0'
+LATIN = {'cp1252': ('Windows-1252', set('àáâãäåæçèéêëìíîïñòóôõöøùúûüÿßœšžÀÁÂÃÄÅÆÇÈÉÊËÌÍÎÏÑÒÓÔÕÖØÙÚÛÜŸŒŠŽ¡¿ªº¥¢' + SIGNS)),
+         'cp1250': ('Windows-1250 (Central European)',
+                    set('ąćęłńóśźżĄĆĘŁŃÓŚŹŻčďěňřšťůžýáéíúČĎĚŇŘŠŤŮŽÝÁÉÍÚäöüôĺľŕÄÖÜÔĹĽŔőűŐŰâăîşţÂĂÎŞŢ' + SIGNS)),
+         'cp1254': ('Windows-1254 (Turkish)', set('çğıöşüÇĞİÖŞÜâîûÂÎÛ' + SIGNS))}
+
+
+def latin_encoding(data, words=False):
+    """The encoding of LATIN that reads the most of data's bytes past ASCII as its alphabet's letters and
+    signs, if nearly all of them (90%); else None. A tie keeps Windows-1252: the bytes then mean the same.
+    words: the bytes run in words of their own (another alphabet's, or Turkish's ğüş), which Western text
+    rarely has and Hebrew read in Windows-1252 has ("àáâ"): Windows-1252 is then no answer."""
+    def share(encoding):
+        high = [c for c in data.decode(encoding, errors='replace') if ord(c) > 127]
+        return sum(c in LATIN[encoding][1] for c in high) / max(1, len(high))
+    best = max(LATIN, key=share)
+    return best if share(best) >= (0.95 if words else 0.9) and not (words and best == 'cp1252') else None
 # How often each lowercase letter occurs in running text, in percent: Russian's, Greek's (final sigma apart).
 LETTERS = {'Cyrillic': dict(zip('оеаинтсрвлкмдпуяыьгзбчйхжшюцщэфъё',
                                 (11.0, 8.5, 8.0, 7.4, 6.7, 6.3, 5.5, 4.7, 4.5, 4.4, 3.5, 3.2, 3.0, 2.8, 2.6, 2.0, 1.9,
@@ -603,15 +642,21 @@ def utf8_bytes(data):
 
 def legacy_encoding(data):
     """The encoding of LEGACY under which data's non-ASCII bytes read most like running text of its
-    alphabet (the sum of its letters' frequencies, uppercase letters counting as theirs), if they read
-    as that alphabet's letters at all (most of them); else None: Latin text, or UTF-8 read as Latin once
+    alphabet (the sum of its lowercase letters' frequencies, less a penalty for each uppercase letter that
+    follows a lowercase one: Mac Cyrillic's я read as Windows-1251's Я, a quote read as a capital), if
+    they read as that alphabet's letters at all (most of them); else None: Latin text, or UTF-8 read as Latin once
     already ("â€œ" for a curly quote), whose bytes no legacy encoding reads as words."""
-    def likeness(encoding):
-        frequency = LETTERS[LEGACY[encoding][1]]
-        return sum(frequency.get(c.lower(), 0.0) for c in data.decode(encoding, errors='replace') if ord(c) > 127)
+    def likeness(encoding):  # lowercase letters by their frequency; an uppercase one inside a word is a misreading
+        frequency, text = LETTERS[LEGACY[encoding][1]], data.decode(encoding, errors='replace')
+        return sum(frequency.get(c, 0.0) if c.islower() else -5.0 if c.isupper() and before.islower() else 0.0
+                   for before, c in zip(' ' + text, text) if ord(c) > 127)
     best = max(LEGACY, key=likeness)  # a tie keeps the first: Windows-1251
     high = [c for c in data.decode(best, errors='replace') if ord(c) > 127]
-    return best if sum(c.lower() in LETTERS[LEGACY[best][1]] for c in high) >= 0.6 * len(high) else None
+    # Running text of the alphabet reads as its frequent letters: 5.5% a letter on average, in Russian and
+    # Greek; another alphabet's bytes (Hebrew, Arabic) read as letters too, but rarer ones, below 4.5%.
+    lower = sum(c.islower() for c in high)
+    return best if high and sum(c.lower() in LETTERS[LEGACY[best][1]] for c in high) >= 0.6 * len(high) \
+        and likeness(best) >= 4.8 * lower else None
 
 
 def compression(path):
@@ -1204,6 +1249,8 @@ def known(key, flags, prog, where):
         raise FlagError(f"unknown flag '{key}' {where}: a boolean is switched off with "
                         f"--{negated[2].replace('-', '_')}=False")
     close = difflib.get_close_matches(key, list(flags), n=1, cutoff=0.75)  # 0.6 offers 'fakeln' for 'backend'
+    begun = [name for name in flags if len(key) >= 3 and name.startswith(key)]  # --gpu for --gpu_gb
+    close = close or (begun if len(begun) == 1 else [])
     hint = f"; did you mean '{close[0]}'?" if close else f" (`python {script_path(prog)} --help` lists them)"
     raise FlagError(f"unknown flag '{key}' {where}{hint}")
 

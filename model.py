@@ -96,12 +96,13 @@ class GPTConfig:
         for key in ('dropout', 'fakeln_momentum'):
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise ValueError(f"{key}={getattr(self, key)} must lie in [0, 1)")
-        d = self.n_embd  # the largest weight: the embedding, an MLP or attention matrix, or GPT-2's positions
-        largest = max(self.vocab_size * d, d * max(self.resolved('mlp_hidden'), 3 * d), self.block_size * d)
-        if largest * 8 > 2 ** 63 - 1:  # float64 (diagnose.py) or AdamW's state of it: past what torch can size
-            raise ValueError(f"n_embd={d} (with vocab_size={self.vocab_size}, block_size={self.block_size}) makes a "
-                             f"weight of {largest:.3g} numbers, past the 2**63 bytes that torch can size one tensor "
-                             f"to, and far past any machine's memory")
+        d = self.n_embd  # about the model's size: its blocks' matrices, the embedding and head, GPT-2's positions
+        size = self.n_layer * (4 * d * d + 3 * d * self.resolved('mlp_hidden')) + 2 * self.vocab_size * d \
+            + self.block_size * d
+        if size * 4 > 2 ** 50:  # float32 weights past a petabyte, before gradients and AdamW's state
+            raise ValueError(f"n_layer={self.n_layer}, n_embd={d}, vocab_size={self.vocab_size} make a model of "
+                             f"about {size:.3g} parameters, whose float32 weights alone would take {size * 4 / 1e12:.3g} "
+                             f"TB, far past any machine's memory")
 
     def resolved(self, key):
         """The value a shape field takes in the model: n_kv_head 0 is n_head, mlp_hidden 0 the LLaMA

@@ -5,6 +5,7 @@ kept in uint32 files, training and the readers see them, and a checkpoint decode
 saved beside the data. The references are tiktoken, a word-to-id table and transformers' own tokenizer.
 """
 
+import codecs
 import json
 import os
 import re
@@ -352,17 +353,21 @@ def test_the_prepare_command_a_broken_data_folder_names_mends_it(data_dir, tmp_p
 
 RUSSIAN = '\u0416\u0438\u043b\u0430-\u0431\u044b\u043b\u0430 \u0434\u0435\u0432\u043e\u0447\u043a\u0430.'  # Жила-была девочка.
 GREEK = '\u039c\u03b9\u03b1 \u03c6\u03bf\u03c1\u03ac \u03ba\u03b9 \u03ad\u03bd\u03b1\u03bd \u03ba\u03b1\u03b9\u03c1\u03cc.'  # Μια φορά κι έναν καιρό.
-LEGACY_TEXT = {'cp1251': RUSSIAN, 'koi8-r': RUSSIAN, 'cp866': RUSSIAN, 'iso-8859-5': RUSSIAN, 'cp1253': GREEK,
-               'iso-8859-7': GREEK}
+MINE = ('\u041c\u043e\u044f \u043c\u0430\u043c\u0430 \u043c\u0435\u043d\u044f \u043b\u044e\u0431\u0438\u0442.')  # Моя мама меня любит. (Mac Cyrillic's я is Windows-1251's Я)
+POLISH = '\u017byla sobie ma\u0142a dziewczynka, kt\u00f3ra lubi\u0142a si\u0119 bawi\u0107.'  # Żyla sobie mała dziewczynka, ...
+TURKISH = 'K\u00fc\u00e7\u00fck bir k\u0131z bah\u00e7ede k\u00f6pe\u011fiyle oynard\u0131. \u015eeker.'  # Küçük bir kız ...
+LEGACY_TEXT = {'cp1251': RUSSIAN, 'koi8-r': RUSSIAN, 'cp866': RUSSIAN, 'iso-8859-5': RUSSIAN, 'mac-cyrillic': MINE,
+               'cp1253': GREEK, 'iso-8859-7': GREEK, 'cp1250': POLISH, 'cp1254': TURKISH}
 
 
-@pytest.mark.parametrize('fault', ['latin1', 'cp1252', 'cp1251', 'koi8-r', 'cp866', 'iso-8859-5', 'cp1253', 'iso-8859-7',
+@pytest.mark.parametrize('fault', ['latin1', 'cp1252', 'cp1251', 'koi8-r', 'cp866', 'iso-8859-5', 'mac-cyrillic', 'cp1253',
+                                   'iso-8859-7', 'cp1250', 'cp1254',
                                    'one per line', 'csv', 'json array', 'json array (owt)',
                                    'json object (owt)'])
 def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads(tmp_path, fault):
     """A text file the prepare scripts refuse (Latin-1, Windows-1252 bytes, Cyrillic in Windows-1251, KOI8-R,
-    DOS's cp866 or ISO-8859-5, Greek in Windows-1253 or ISO-8859-7, each of which puts the letters at other
-    bytes, a story per line, CSV, one JSON array of
+    DOS's cp866, ISO-8859-5 or Mac Cyrillic, Greek in Windows-1253 or ISO-8859-7, Polish in Windows-1250,
+    Turkish in Windows-1254, each of which puts the letters at other bytes, a story per line, CSV, one JSON array of
     records or one pretty-printed JSON object),
     in a folder whose name holds spaces, is named with the shell command that converts it: run by bash
     exactly as printed, that command writes the file the sentence says to pass, and the prepare reads it.
@@ -411,6 +416,36 @@ def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads
     if fault == 'cp1252':  # the text as written: its quotes, and no control character in their place
         text = passed.read_text(encoding='utf-8')
         assert '\u201cdit-il\u201d' in text and not any('\x80' <= c <= '\x9f' for c in text)
+
+
+@pytest.mark.parametrize('encoding', ['cp1255', 'shift_jis'])
+def test_a_text_in_an_encoding_the_check_cannot_tell_is_not_given_a_wrong_one(tmp_path, encoding):
+    """Hebrew in Windows-1255 and Japanese in Shift-JIS: read in the encodings the check tells apart, their bytes
+    are Latin or Cyrillic letters, and a command naming one would write mojibake the prepare then takes. The
+    sentence names none: its command guesses the encoding (charset_normalizer), and its iconv command, given
+    that guess, writes the text as it was, which the prepare reads."""
+    import re
+    import subprocess
+    text = {'cp1255': '\u05e4\u05e2\u05dd \u05d0\u05d7\u05ea \u05d4\u05d9\u05d9\u05ea\u05d4 \u05d9\u05dc\u05d3\u05d4 '
+                      '\u05e7\u05d8\u05e0\u05d4 \u05d1\u05e9\u05dd \u05dc\u05d9\u05dc\u05d9.',  # פעם אחת הייתה ילדה קטנה בשם לילי.
+            'shift_jis': '\u3080\u304b\u3057\u3080\u304b\u3057\u3001\u5c0f\u3055\u306a\u5973\u306e\u5b50'
+                         '\u304c\u3044\u307e\u3057\u305f\u3002'}[encoding]  # むかしむかし、小さな女の子がいました。
+    source = tmp_path / 'stories.txt'
+    source.write_bytes(('\n\n'.join([text] * 40) + '\n').encode(encoding))
+    proc = run('prepare_tinystories.py', f'--input_file={source}', f'--out_dir={tmp_path / "data"}', '--vocab_size=512',
+               check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and 'but another encoding: find which' in lines[0], proc.stderr
+    assert not any(f'iconv -f {name} ' in lines[0] for name in ('latin1', 'cp1252', 'cp1250', 'cp1251', 'koi8-r', 'cp866'))
+    guess, convert = re.findall(r'`([^`]+)`', lines[0])
+    found = subprocess.run(['bash', '-c', guess], capture_output=True, text=True, check=True).stdout.strip()
+    assert codecs.lookup(found).name == codecs.lookup(encoding).name or source.read_bytes().decode(found) == \
+        source.read_bytes().decode(encoding)  # a superset of it (cp932 for Shift-JIS) writes the same text
+    subprocess.run(['bash', '-c', convert.replace('<that encoding>', found)], check=True)
+    passed = tmp_path / 'stories.utf8.txt'
+    assert text in passed.read_text(encoding='utf-8')
+    run('prepare_tinystories.py', f'--input_file={passed}', f'--out_dir={tmp_path / "data"}', '--vocab_size=280',
+        '--val_fraction=0.1')
 
 
 def test_the_prepare_command_evaluate_names_for_a_broken_pile_set_mends_it(tmp_path):

@@ -1395,11 +1395,18 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "plot is empty: name the file to write, or drop --plot", None),
     # a model no machine can hold: a weight past what torch can size, said before anything is built
     ("memory: a width with three zeros too many", 'memory.py', ['config/quick_cpu.py', '--n_embd=1000000000'],
-     "makes a weight of 3e+18 numbers, past the 2**63 bytes that torch can size one tensor to", None),
+     "whose float32 weights alone would take", None),
     ("bench: a width with three zeros too many", 'bench.py', ['--n_embd=1000000000', '--device=cpu'],
-     "makes a weight of 3e+18 numbers, past the 2**63 bytes that torch can size one tensor to", None),
+     "whose float32 weights alone would take", None),
     ("train: a vocabulary and width whose embedding no machine holds", 'train.py',
-     [*T, '--vocab_size=4000000000', '--n_embd=400000000'], "past the 2**63 bytes that torch can size one tensor to", None),
+     [*T, '--vocab_size=4000000000', '--n_embd=400000000'], "far past any machine's memory: change the flags that set them", None),
+    ("memory: a layer count with many zeros too many", 'memory.py', ['config/quick_cpu.py', '--n_layer=1000000000000000'],
+     "make a model of about", None),
+    ("train: a layer count with many zeros too many", 'train.py', [*T, '--n_layer=1000000000000'], "make a model of about", None),
+    ("bench: a layer count with many zeros too many", 'bench.py', ['--n_layer=1000000000000', '--device=cpu'],
+     "far past any machine's memory: pick a smaller model", None),
+    ("bench: a vocabulary with many zeros too many", 'bench.py', ['--vocab_size=1000000000000000000', '--device=cpu'],
+     "far past any machine's memory: pick a smaller model", None),
     # a resume rewrites config.json, keeping keys a user added: one it cannot read is refused, not replaced
     ("resume: config.json left invalid JSON by a hand edit", 'train.py', [*R, '--out_dir={root}/badjson'],
      "config.json is not valid JSON (line", None),
@@ -1425,6 +1432,20 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     # plot.py's run folders as a Python list, where they are its arguments
     ("plot: the run folders as one Python list", 'plot.py', ["['{root}/run', '{root}/trun']", '--out_dir={root}/plots'],
      "is a Python list: name each of the run_dirs as an argument of its own", None),
+    ("plot: the run folders joined by a comma", 'plot.py', ['{root}/run,{root}/trun', '--out_dir={root}/plots'],
+     "names 2 paths in one argument: name each of the run_dirs as an argument of its own", None),
+    ("plot: the run folders quoted as one argument", 'plot.py', ['{root}/run {root}/trun', '--out_dir={root}/plots'],
+     "names 2 paths in one argument: name each of the run_dirs as an argument of its own", None),
+    ("resume: config.json a link to nothing", 'train.py', [*R, '--out_dir={root}/linkjson'],
+     "config.json is a broken symbolic link (to ", None),
+    # a resume reads its log before writing it again: rows out of order, or the checkpoint's row edited, are said
+    ("resume: a log appended to itself (cat log >> log)", 'train.py', [*R, '--out_dir={root}/duplog'],
+     "goes back to iter 0 after iter 4: the rows are out of order (a log appended to itself, or sorted by hand?)", None),
+    ("resume: the checkpoint's evaluation row rounded by hand", 'train.py', [*R, '--out_dir={root}/roundlog'],
+     "is not among its rows (its row of iter 8 gives val_loss=", None),
+    ("memory: a flag's name cut short", 'memory.py', ['config/quick_cpu.py', '--gpu=80'], "did you mean 'gpu_gb'?", None),
+    ("reproduce: one seed twice, once with a leading zero", 'reproduce.py', ['--seeds=1,01', '--out_root={root}/rep'],
+     "seeds lists 1 more than once", None),
     # a config.json number JSON reads as infinite or NaN
     ("train: an HF folder whose rope_theta is Infinity", 'train.py',
      ['--init_from={root}/llama_thetainf', *LLAMA_HF[:4], '--data_dir={data}', '--out_dir={root}/fresh'],
@@ -1656,6 +1677,15 @@ def make_workspace(root, data_dir):
     np.zeros(len(train), dtype=np.uint16).tofile(f'{root}/zeros/train.bin')
     open(f'{root}/prompt.txt', 'w').write('Once upon a time')
     os.symlink(f'{root}/nowhere', f'{root}/deadlink')
+    shutil.copytree(f'{root}/run', f'{root}/linkjson')  # config.json a link to a file since removed
+    os.remove(f'{root}/linkjson/config.json')
+    os.symlink(f'{root}/nowhere/config.json', f'{root}/linkjson/config.json')
+    shutil.copytree(f'{root}/run', f'{root}/duplog')
+    open(f'{root}/duplog/log.jsonl', 'a').write(open(f'{root}/run/log.jsonl').read())
+    shutil.copytree(f'{root}/run', f'{root}/roundlog')
+    rows = [json.loads(line) for line in open(f'{root}/run/log.jsonl')]
+    open(f'{root}/roundlog/log.jsonl', 'w').write(''.join(json.dumps(r | ({'val_loss': round(r['val_loss'], 2)}
+                                                                          if 'val_loss' in r else {})) + '\n' for r in rows))
     for name, text in (('badjson', None), ('foreignjson', '{"vocab_size": 512}\n')):  # a run's config.json edited
         shutil.copytree(f'{root}/run', f'{root}/{name}')
         held = open(f'{root}/{name}/config.json').read()
@@ -2079,6 +2109,7 @@ def outcomes(data_dir, tmp_path_factory):
 
 # Inputs next to a rule that are valid: each runs (train.py's memory plan: every check, no training).
 ACCEPTED = [  # (case, script, arguments, environment)
+    ("a seed with leading zeros, decimal as written", 'train.py', [*T, '--seed=007', '--memory_plan'], None),
     ("sample: an export whose config.json lost its record but kept its eps", 'sample.py',
      ['--init_from={root}/unrecorded_hf', '--device=cpu', '--max_new_tokens=2'], OFFLINE),
     ("a DyT config made another setting by a flag, planned (a plan writes no folder)", 'train.py',

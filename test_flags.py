@@ -653,6 +653,8 @@ def test_a_script_started_with_its_standard_output_closed_says_so():
     ('prepare_tinystories.py', '--input_file=/dev/fd/0 --out_dir=nowhere', 'input_file=/dev/fd/0 is standard input, '
                                                                           'which this script was started without'),
     ('diagnose.py', '--out_dir=. --data_dir=/dev/stdin', 'data_dir=/dev/stdin is standard input, not a folder'),
+    ('train.py', '--data_dir=/dev/stdin --device=cpu', 'data_dir=/dev/stdin is standard input, which this script was '
+                                                       'started without (<&-?): name the folder that holds train.bin'),
 ])
 def test_a_file_read_from_a_closed_standard_input_is_one_sentence(script, args, said):
     """A script told to read standard input (/dev/stdin, /dev/fd/0) but started with it closed (`<&-`), which

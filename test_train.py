@@ -283,12 +283,15 @@ def test_a_resume_with_another_batch_size_says_the_evaluations_change(data_dir, 
     out = tmp_path / 'run'
     run('train.py', *TINY, f'--data_dir={data_dir}', f'--out_dir={out}', '--max_iters=12', '--stop_iter=6',
         '--taper_end=10', '--lr_decay_iters=12', '--eval_interval=6', '--eval_iters=2')
+    kept = tmp_path / 'kept'  # the run at iter 6, for the advice followed
+    shutil.copytree(out, kept)
     said = run('train.py', '--init_from=resume', f'--out_dir={out}', '--device=cpu', '--batch_size=4',
                '--gradient_accumulation_steps=2').stdout
-    assert ("note: each evaluation averages eval_iters=2 batches of batch_size, so val_loss from here on is taken over "
-            "8 sequences, not the run's 16: --eval_iters=4 keeps that") in said
-    again = run('train.py', '--init_from=resume', f'--out_dir={out}', '--device=cpu', '--eval_only').stdout
-    assert 'each evaluation averages' not in again
+    assert ("note: each evaluation averages eval_iters=2 batches of batch_size=4, so val_loss from here on is taken "
+            "over 8 sequences, not the run's 16: --eval_iters=4 keeps that") in said
+    again = run('train.py', '--init_from=resume', f'--out_dir={kept}', '--device=cpu', '--batch_size=4',
+                '--gradient_accumulation_steps=2', '--eval_iters=4').stdout
+    assert 'each evaluation averages' not in again and 'eval_iters 2 -> 4' in again, again
 
 
 def test_settings_the_run_never_reads_are_said(data_dir, tmp_path):

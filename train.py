@@ -401,10 +401,15 @@ def check_config():
     if (taper != 'none' or aux_loss == 'fixed') and taper_start < 1:
         fail(f"taper_start={taper_start} leaves no step at g = 1 to calibrate c and s_tgt from: "
              f"start the taper at step 1 or later")
-    if fakeln and list(fakeln_start) != sorted(fakeln_start):  # Baroni et al.'s order, which the flag's items name
-        fail(f"fakeln_start={tuple(fakeln_start)} removes the LayerNorms out of Baroni et al.'s order (ln_2, then "
-             f"ln_1 on the Q/K path, ln_1 on the V path, ln_f last), which its four steps give in turn: pass them in "
-             f"that order, e.g. --fakeln_start={','.join(map(str, sorted(fakeln_start)))}")
+    if fakeln and list(fakeln_start) != sorted(fakeln_start) and init_from != 'resume':  # a resume: once its steps are read
+        fail(unordered_removals())
+
+
+def unordered_removals():
+    """The sentence for fakeln_start out of Baroni et al.'s order, which the flag's items name."""
+    return (f"fakeln_start={tuple(fakeln_start)} removes the LayerNorms out of Baroni et al.'s order (ln_2, then "
+            f"ln_1 on the Q/K path, ln_1 on the V path, ln_f last), which its four steps give in turn: pass them in "
+            f"that order, e.g. --fakeln_start={','.join(map(str, sorted(fakeln_start)))}")
 
 
 def hold_out_dir(probe=False):
@@ -433,14 +438,19 @@ def hold_out_dir(probe=False):
         out_dir_lock = fd
 
 
+def same_value(a, b):
+    """Whether two values of a log row are the same: numbers to 6 digits (a tool that rewrote the log
+    may have printed fewer), NaN as NaN (a NaN loss is logged as NaN)."""
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(b, (int, float)) and isinstance(a, (int, float)) and (
+            math.isclose(a, b, rel_tol=1e-6) or math.isnan(a) and math.isnan(b))
+    return a == b
+
+
 def logged(row, path):
     """Whether the log at path holds row, value for value: a log a tool rewrote (keys sorted, spacing,
     numbers printed to fewer digits) still holds its rows; one of another run does not."""
-    def same(a, b):
-        if isinstance(a, float) or isinstance(b, float):
-            return isinstance(b, (int, float)) and isinstance(a, (int, float)) and (
-                math.isclose(a, b, rel_tol=1e-6) or math.isnan(a) and math.isnan(b))  # a NaN loss is logged as NaN
-        return a == b
+    same = same_value
     with open(path, encoding='utf-8-sig', errors='replace') as f:
         for line in f:
             try:
@@ -450,6 +460,21 @@ def logged(row, path):
             if isinstance(held, dict) and held.keys() == row.keys() and all(same(row[k], held[k]) for k in row):
                 return True
     return False
+
+
+def changed_row(row, path):
+    """For an evaluation row the log at path lacks: how the log's row of the same step and keys differs
+    ("val_loss=5.91, not the checkpoint's 5.9137"), or None when it has no such row."""
+    with open(path, encoding='utf-8-sig', errors='replace') as f:
+        for line in f:
+            try:
+                held = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(held, dict) and held.keys() == row.keys() and held.get('iter') == row['iter']:
+                key = next(k for k in row if not same_value(row[k], held[k]))
+                return f"{key}={held[key]!r}, not the checkpoint's {row[key]!r}"
+    return None
 
 
 RUN_FILES = ('ckpt.pt', 'log.jsonl', 'config.json', 'ckpt_folded.pt', 'train_time.json')  # --overwrite's
@@ -639,8 +664,8 @@ def unreadable_config(path):
         return f"{path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}; edited by hand?)"
     except UnicodeDecodeError:
         return f"{path} is not UTF-8 text (saved in another encoding?)"
-    except OSError:
-        return None  # absent: the resume writes it again from the checkpoint
+    except OSError:  # absent: the resume writes it again from the checkpoint; a link to nothing is said
+        return f"{path} is a broken symbolic link (to {os.readlink(path)})" if os.path.islink(path) else None
     return None if ours(path) else f"{path} is not a run's config (it lacks init_from, taper or out_dir)"
 
 
@@ -938,10 +963,12 @@ elif init_from == 'resume':
         fail(f"cannot resume: {other_tokens(data_dir, checkpoint, f'the run in {out_dir}')}")
     mark = checkpoint.get('eval_row')  # the evaluation it was saved after; None in older checkpoints
     if master and mark is not None and os.path.isfile(log_path) and not logged(json.loads(mark), log_path):
+        edited = changed_row(json.loads(mark), log_path)
         fail(f"cannot resume: {log_path} is not the whole log of {ckpt_path}: the checkpoint's evaluation at iter "
-             f"{json.loads(mark)['iter']} is not among its rows (a log or checkpoint of another run, or a log that "
-             f"lost its last rows): put the run's own whole log.jsonl back, or move it aside to resume with a new "
-             f"log")
+             f"{json.loads(mark)['iter']} is not among its rows " + (
+                 f"(its row of iter {json.loads(mark)['iter']} gives {edited}: edited by hand, or another run's?)"
+                 if edited else "(a log or checkpoint of another run, or a log that lost its last rows)")
+             + ": put the run's own whole log.jsonl back, or move it aside to resume with a new log")
     grown = [(split, n, len(data[split])) for split, n in (checkpoint.get('data') or {}).items()
              if split in data and n != len(data[split])]
     if grown:
@@ -993,6 +1020,8 @@ elif init_from == 'resume':
                  f"removal of {name} from step {then[name]} to {now[name]}, and the run is at iter {iter_num}: a "
                  f"removal that has happened stays where it was, and one ahead of the run moves only to a step after "
                  f"{iter_num}; keep the steps up to iter {iter_num}, or start a new run for another schedule")
+    if fakeln and list(fakeln_start) != sorted(fakeln_start):
+        fail(f"cannot resume: {unordered_removals()}")
     moved = [k for k in SCHEDULE if k in changed and (fakeln if k.startswith('fakeln') else needs_start)]
     if reschedule and not moved and master:
         print(f"note: --reschedule has no effect: no flag moves {'the FakeLN steps' if fakeln else 'taper_start or taper_end'}"
@@ -1020,12 +1049,15 @@ elif init_from == 'resume':
                   f"rewritten from it); change a setting with its flag")
     if master and changed:  # allowed (e.g. a lower learning rate after a spike), but never silently
         print("resuming with changed settings: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
-        if 'batch_size' in changed and not eval_only:  # the step's batch is kept; an evaluation's is batch_size's
-            old = changed['batch_size'][0]
-            print(f"note: each evaluation averages eval_iters={eval_iters} batches of batch_size, so val_loss from "
-                  f"here on is taken over {eval_iters * batch_size} sequences, not the run's {eval_iters * old}"
-                  + (f": --eval_iters={eval_iters * old // batch_size} keeps that" if eval_iters * old % batch_size == 0
-                     else ""))
+        held = checkpoint['config']  # an evaluation takes eval_iters batches of batch_size windows of block_size
+        was_seen = held.get('eval_iters', eval_iters) * held.get('batch_size', batch_size)
+        if was_seen != eval_iters * batch_size and not eval_only:  # the step's batch is kept; an evaluation's is not
+            print(f"note: each evaluation averages eval_iters={eval_iters} batches of batch_size={batch_size}, so "
+                  f"val_loss from here on is taken over {eval_iters * batch_size} sequences, not the run's {was_seen}"
+                  + (f": --eval_iters={was_seen // batch_size} keeps that" if was_seen % batch_size == 0 else ""))
+        if 'block_size' in changed and not eval_only:
+            print(f"note: val_loss from here on is taken over windows of block_size={block_size} tokens, not the "
+                  f"run's {changed['block_size'][0]}, so it does not compare with the log's earlier rows")
         was, now = get_lr(iter_num, checkpoint['config']), get_lr(iter_num)
         if was != now:  # e.g. a finished run extended: its learning rate climbs back up the new cosine
             print(f"note: the learning rate at iter {iter_num} goes from {was:.3g} (the checkpoint's schedule) to "
@@ -1090,7 +1122,7 @@ def read_log_rows(path, before):
     """The log's rows up to the checkpoint: a crash may leave rows past it, and a kill mid-write a
     torn last line, which is dropped with a warning."""
     lines = open(path, encoding='utf-8-sig').read().splitlines()  # a BOM from a Windows editor
-    rows = []
+    rows, last = [], {}
     for n, line in enumerate(lines, 1):
         if not line.strip():  # a blank line an editor left
             continue
@@ -1106,6 +1138,13 @@ def read_log_rows(path, before):
         if not (isinstance(step, int) and not isinstance(step, bool) or isinstance(step, float) and step.is_integer()):
             fail(f"{path}, line {n}, has no 'iter' step number: repair or remove that line, then resume again")
         if row['iter'] < before:
+            kind = 'train' if 'lr' in row else 'eval' if 'val_loss' in row else None  # each kind's steps rise
+            if kind and row['iter'] <= last.get(kind, -1):
+                fail(f"{path}, line {n}, {'repeats' if row['iter'] == last[kind] else 'goes back to'} iter "
+                     f"{row['iter']} after iter {last[kind]}: the rows are out of order (a log appended to itself, or "
+                     f"sorted by hand?): keep the run's own rows, in the order train.py wrote them, then resume again")
+            if kind:
+                last[kind] = row['iter']
             rows.append(line + '\n')
     return rows
 
