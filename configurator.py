@@ -1154,6 +1154,10 @@ def configure(flags, argv, prog, doc, configs=False, positional=None, start=None
                             f"{argv[i - 2]}={arg.capitalize()}")
         if re.fullmatch(r'-[A-Za-z_]\w*(=.*)?', arg, re.S) and arg[1:].partition('=')[0] in flags:
             raise FlagError(f"{arg} has one dash: flags take two, --{arg[1:]}")
+        if arg.startswith('--') and '=' not in arg and arg[2:] in given and arg[2:] in flags and i < len(argv) and \
+                not argv[i].startswith('--') and flags[arg[2:]].type is not bool and \
+                convert(arg[2:], argv[i], flags[arg[2:]]) != values[arg[2:]]:  # --n_layer 3, after --n_layer=2
+            note(f"--{arg[2:]} is given twice; the later value, {argv[i]}, is used")
         if arg.startswith('--') and '=' in arg and arg[2:].partition('=')[0] in given and \
                 convert(arg[2:].partition('=')[0], arg.partition('=')[2], flags[arg[2:].partition('=')[0]]) != \
                 values[arg[2:].partition('=')[0]]:

@@ -112,9 +112,17 @@ def local_mistake(name_or_dir):
             return f"{name_or_dir} is one file of the save_pretrained folder {folder}: pass the folder itself, {folder}"
         if name_or_dir.endswith('.pt'):
             run = folder if os.path.isfile(os.path.join(folder, 'log.jsonl')) else '<run>'
+            try:  # only a norm-free model exports (All-Taper, FakeLN): another run is continued instead
+                with open(os.path.join(folder, 'config.json'), encoding='utf-8-sig') as f:
+                    setting = json.load(f)
+                exports = setting.get('taper') == 'all' or bool(setting.get('fakeln'))
+            except (OSError, ValueError, AttributeError):
+                exports = True  # unknown: both ways are offered
+            export = (f"from an HF folder, which `python fold.py --out_dir={shlex.quote(run)} --export_hf=<folder>` "
+                      f"writes from its run, or " if exports else "from an HF folder (fold.py exports only All-Taper "
+                      "and FakeLN runs, and this run keeps a norm), or ")
             return (f"{name_or_dir} is a checkpoint file, not a folder written by save_pretrained: a new run starts "
-                    f"from an HF folder, which `python fold.py --out_dir={shlex.quote(run)} --export_hf=<folder>` "
-                    f"writes from its run, or continue that run in a copy of its folder (cp -r {shlex.quote(run)} "
+                    f"{export}continue that run in a copy of its folder (cp -r {shlex.quote(run)} "
                     f"<copy>, then --init_from=resume --out_dir=<copy>)")
         return (f"{name_or_dir} is a file, not a folder written by save_pretrained: pass the folder that holds its "
                 f"config.json and weights, or a hub name such as gpt2")

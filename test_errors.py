@@ -1318,6 +1318,10 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      ['--init_from={root}/trun/ckpt_folded.pt', '--device=cpu'], "/trun/ckpt.pt", None),
     ("train: a run's checkpoint file as the HF model, the data not there", 'train.py',
      [*TINY, '--init_from={root}/run/ckpt.pt', '--data_dir={root}/nodata', '--out_dir={root}/fresh'],
+     "is a checkpoint file, not a folder written by save_pretrained: a new run starts from an HF folder (fold.py "
+     "exports only All-Taper and FakeLN runs, and this run keeps a norm)", None),
+    ("train: an All-Taper run's checkpoint file as the HF model", 'train.py',
+     [*TINY, '--init_from={root}/allrun/ckpt.pt', '--data_dir={root}/nodata', '--out_dir={root}/fresh'],
      "is a checkpoint file, not a folder written by save_pretrained: a new run starts from an HF folder, which "
      "`python fold.py --out_dir=", None),
     ("train: a run's folder as the HF model, the data not there", 'train.py',
@@ -1443,6 +1447,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "goes back to iter 0 after iter 4: the rows are out of order (a log appended to itself, or sorted by hand?)", None),
     ("resume: the checkpoint's evaluation row rounded by hand", 'train.py', [*R, '--out_dir={root}/roundlog'],
      "is not among its rows (its row of iter 8 gives val_loss=", None),
+    ("resume: a run folder whose checkpoint was removed, its log and config kept", 'train.py', [*R, '--out_dir={root}/nockpt'],
+     "or start the run with --init_from=scratch --overwrite (its log.jsonl and config.json are moved aside)", None),
+    ("train: an Internal-Taper run's checkpoint as the model to fine-tune", 'train.py',
+     [*T, '--init_from={root}/trun/ckpt.pt'], "a new run starts from an HF folder (fold.py exports only All-Taper and "
+     "FakeLN runs, and this run keeps a norm), or continue that run in a copy of its folder", None),
     ("memory: a flag's name cut short", 'memory.py', ['config/quick_cpu.py', '--gpu=80'], "did you mean 'gpu_gb'?", None),
     ("reproduce: one seed twice, once with a leading zero", 'reproduce.py', ['--seeds=1,01', '--out_root={root}/rep'],
      "seeds lists 1 more than once", None),
@@ -1677,6 +1686,8 @@ def make_workspace(root, data_dir):
     np.zeros(len(train), dtype=np.uint16).tofile(f'{root}/zeros/train.bin')
     open(f'{root}/prompt.txt', 'w').write('Once upon a time')
     os.symlink(f'{root}/nowhere', f'{root}/deadlink')
+    shutil.copytree(f'{root}/run', f'{root}/nockpt')  # its checkpoint removed by hand
+    os.remove(f'{root}/nockpt/ckpt.pt')
     shutil.copytree(f'{root}/run', f'{root}/linkjson')  # config.json a link to a file since removed
     os.remove(f'{root}/linkjson/config.json')
     os.symlink(f'{root}/nowhere/config.json', f'{root}/linkjson/config.json')

@@ -262,7 +262,10 @@ def test_a_flag_given_twice_says_which_value_is_used(capsys):
     assert 'note: --max_iters is given twice; the later value, 200, is used' in capsys.readouterr().out
     configurator.configure(flags, ['--max_iters=20', '--max_iters=20'], 'x.py', None)
     configurator.configure(flags, ['--max_iters=20'], 'x.py', None)
+    configurator.configure(flags, ['--max_iters=20', '--max_iters', '20'], 'x.py', None)
     assert capsys.readouterr().out == ''
+    assert configurator.configure(flags, ['--max_iters=20', '--max_iters', '300'], 'x.py', None)['max_iters'] == 300
+    assert 'note: --max_iters is given twice; the later value, 300, is used' in capsys.readouterr().out  # the space form
 
 
 def test_a_note_is_said_once_by_a_script_that_reads_its_flags_again():

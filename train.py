@@ -315,7 +315,9 @@ def check_resumable():
              + (f"it is a folder of runs ({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''}): pass one of "
                 f"them as --out_dir" if runs else
                 elsewhere_remedy(out_dir, 'out_dir') or
-                "pass --out_dir=<the run's folder>, or start the run with --init_from=scratch"))
+                "pass --out_dir=<the run's folder>, or start the run with --init_from=scratch" + (
+                    " --overwrite (its log.jsonl and config.json are moved aside)" if any(
+                        os.path.isfile(os.path.join(out_dir, f)) for f in ('log.jsonl', 'config.json')) else "")))
     try:
         load_checkpoint(ckpt_path, 'cpu', mmap=True)  # the weights stay on disk: they are loaded below
     except ValueError as e:
