@@ -449,33 +449,31 @@ def same_value(a, b):
     return a == b
 
 
-def logged(row, path):
-    """Whether the log at path holds row, value for value: a log a tool rewrote (keys sorted, spacing,
-    numbers printed to fewer digits) still holds its rows; one of another run does not."""
-    same = same_value
+def log_dicts(path):
+    """The rows of the log at path that parse as JSON objects (a torn or foreign line is passed over)."""
     with open(path, encoding='utf-8-sig', errors='replace') as f:
         for line in f:
             try:
                 held = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(held, dict) and held.keys() == row.keys() and all(same(row[k], held[k]) for k in row):
-                return True
-    return False
+            if isinstance(held, dict):
+                yield held
+
+
+def logged(row, path):
+    """Whether the log at path holds row, value for value: a log a tool rewrote (keys sorted, spacing,
+    numbers printed to fewer digits) still holds its rows; one of another run does not."""
+    return any(held.keys() == row.keys() and all(same_value(row[k], held[k]) for k in row) for held in log_dicts(path))
 
 
 def changed_row(row, path):
     """For an evaluation row the log at path lacks: how the log's row of the same step and keys differs
     ("val_loss=5.91, not the checkpoint's 5.9137"), or None when it has no such row."""
-    with open(path, encoding='utf-8-sig', errors='replace') as f:
-        for line in f:
-            try:
-                held = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(held, dict) and held.keys() == row.keys() and held.get('iter') == row['iter']:
-                key = next(k for k in row if not same_value(row[k], held[k]))
-                return f"{key}={held[key]!r}, not the checkpoint's {row[key]!r}"
+    for held in log_dicts(path):
+        if held.keys() == row.keys() and held.get('iter') == row['iter']:
+            key = next(k for k in row if not same_value(row[k], held[k]))
+            return f"{key}={held[key]!r}, not the checkpoint's {row[key]!r}"
     return None
 
 
