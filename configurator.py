@@ -73,6 +73,7 @@ class Flag:
         self.type = type or (tuple if items else builtin_type(default) if default is not None else str)
         self.min, self.max, self.above, self.below = min, max, above, below
         self.choices, self.items, self.length, self.unique, self.path = choices, items, length, unique, path
+        self.listed = False  # an item of a list flag (convert_list's)
 
     def bounds(self):
         """The numeric range in words ('in [0, 1)', 'at least 1'), or '' when there is none."""
@@ -376,11 +377,9 @@ def mistyped_path(key, value):
         items = ast.literal_eval(value.strip()) if value.strip()[:1] + value.strip()[-1:] in ('[]', '()') else None
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         items = None
-    for sep in (',', None):  # run1,run2 or "run1 run2": several paths in one argument
-        parts = value.split(sep)
-        if not (isinstance(items, (list, tuple)) and items) and len(parts) > 1 and all(
-                os.path.exists(p.strip()) for p in parts):
-            items, what = [p.strip() for p in parts], f"names {len(parts)} paths in one argument"
+    split = split_paths(value)  # run1,run2 or "run1 run2": several paths in one argument
+    if not (isinstance(items, (list, tuple)) and items) and split:
+        items, what = split[0], f"names {len(split[0])} paths in one argument"
     if isinstance(items, (list, tuple)) and items and all(isinstance(x, str) for x in items):
         prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else 'plot.py'
         said = what if not value.strip().startswith(('[', '(')) else "is a Python list"
@@ -434,6 +433,7 @@ def convert_list(key, value, spec):
         raise FlagError(f"{key}={value!r} is not valid: {key} takes {spec.rule()}")
     item = Flag(spec.items(), spec.help, type=spec.items, min=spec.min, max=spec.max, above=spec.above,
                 below=spec.below, choices=spec.choices, path=spec.path)
+    item.listed = True
     out = []
     for part in parts:
         if isinstance(part, str) and not part.strip():
@@ -469,18 +469,30 @@ def path_items(text):
     return out
 
 
+def closest_choice(value, choices):
+    """The choice a mistyped value meant: the key of a setting given by the paper's name (All-Taper for all,
+    Internal-Taper for internal, Baseline for none), else the nearest spelling, else None."""
+    names = [str(c) for c in choices]
+    plain = re.sub(r'[-_ ]?taper$', '', str(value).strip().lower())
+    plain = 'none' if plain == 'baseline' and plain not in names else plain
+    if plain in names:
+        return plain
+    close = difflib.get_close_matches(str(value), names, n=1)
+    return close[0] if close else None
+
+
 def checked_range(key, value, spec):
     if spec.choices is not None:
         if value in spec.choices:
             return value
-        close = difflib.get_close_matches(str(value), [str(c) for c in spec.choices], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        close = closest_choice(value, spec.choices)
+        hint = f" (did you mean {close!r}?)" if close else ""
         raise FlagError(f"{key}={value!r} is not one of {', '.join(map(repr, spec.choices))}{hint}")
     if spec.type is str:
         if spec.path == 'outfile':
             return checked_output_file(key, value)
         return checked_path(key, value, write=False) if spec.path == 'out' else \
-            checked_input(key, value, spec.path, wanted=spec.help)
+            checked_input(key, value, spec.path, wanted=spec.help, listed=spec.listed)
     if not math.isfinite(value):
         raise FlagError(f"{key}={value} is not a finite number: {key} takes {spec.rule()}")
     bad = ((spec.min is not None and value < spec.min) or (spec.max is not None and value > spec.max)
@@ -545,9 +557,16 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
                     raise UnicodeError
                 decoder.decode(block)
             decoder.decode(b'', final=True)
-            return
         except UnicodeError:
             pass
+        else:
+            f.seek(0)
+            misread = misread_words(f.read(1 << 20).decode('utf-8', errors='ignore'))
+            if misread:  # UTF-8, but converted from the wrong encoding: its letters came out as signs
+                note(f"{subject} reads like text converted from the wrong encoding ({len(misread)} words such as "
+                     f"{', '.join(map(repr, misread[:3]))} hold a sign or a capital amid letters): if it was, convert "
+                     f"the original again from its own encoding (`{guess_command('<the original>')}` guesses it)")
+            return
     with open(path, 'rb') as f:  # only on failure: find the line, one at a time
         for n, line in enumerate(f, 1):
             if b'\0' in line and utf16_without_mark(path):
@@ -575,24 +594,47 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
                 letters = b' '.join(sorted({r for r in bad if len(r) >= 2}))  # distinct words, not a symbol repeated
                 alphabet = words >= 2 or sum(r for r in runs if r >= 3) >= 0.3 * sum(runs)  # another alphabet's words
                 legacy = legacy_encoding(letters) if alphabet else None
-                latin = None if legacy else latin_encoding(b' '.join(bad), words=alphabet)
+                near = [r for r in re.findall(rb'[\x00-\x7f]?[\x80-\xff]+[\x00-\x7f]?', head) if not utf8_bytes(r)]
+                latin = None if legacy else latin_encoding(b' '.join(near), words=alphabet)
                 if legacy:
                     encoding = legacy
                     name = (f"{LEGACY[encoding][0]} ({LEGACY[encoding][1]}) text; another alphabet's legacy encoding "
                             f"takes its own name, e.g. cp1255 for Hebrew")
-                elif latin and latin != 'cp1252':  # Polish, Czech, Turkish: their letters at Western's bytes
+                elif latin and latin != 'cp1252':  # Polish, Czech, Turkish, DOS: their letters at Western's bytes
                     encoding, name = latin, LATIN[latin][0]
                 elif not latin:
                     # Central European, Turkish, Hebrew, Japanese ...: an encoding this check does not tell apart
-                    guess = f'python -c "from charset_normalizer import from_path; print(from_path({path!r}).best().encoding)"'
                     raise FlagError(f"{subject} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}) but "
-                                    f"another encoding: find which (`{guess}` guesses it), "
+                                    f"another encoding: find which (`{guess_command(path)}` guesses it), "
                                     f"convert it first (`iconv -f <that encoding> -t utf-8 {shlex.quote(path)} > "
                                     f"{shlex.quote(utf8)}`) and pass {utf8}") from None
                 raise FlagError(f"{subject} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}): "
                                 f"convert it first (`iconv -f {encoding} -t utf-8 {shlex.quote(path)} > {shlex.quote(utf8)}` "
                                 f"for {name} text) and pass {utf8}") from None
     raise FlagError(f"{subject} ends inside a UTF-8 character: it was cut short; pass the whole file")
+
+
+def guess_command(path):
+    """The command that guesses the encoding of the text file at path (charset_normalizer, a requirement)."""
+    return f'python -c "from charset_normalizer import from_path; print(from_path({path!r}).best().encoding)"'
+
+
+# Signs that a one-byte encoding puts where another has letters (Polish ą read as ±, German ä in DOS code
+# page 850 read as „): amid a word's letters, they mark text converted from the wrong encoding.
+MISREAD_SIGNS = set('¡¢£¤¥¦§¨©ª«¬®¯°±²³µ¶¸¹º»¼½¾¿×÷ƒˆˇ˘˙˛˜˝‚“”„†‡•…‰‹›€™') | {chr(c) for c in range(0x2500, 0x25a0)}
+
+
+def misread_words(text):
+    """The distinct words of text that hold signs of MISREAD_SIGNS, or a capital past ASCII (French è read in
+    DOS code page 850 as Þ), between two letters, when they are at least 3 and a tenth of the words past ASCII:
+    text converted from the wrong encoding. Running text rarely has them (a "word…word" without spaces). A
+    sign after â, Â or Ã is UTF-8 read once as Windows-1252 ("â€œ" for a curly quote), which some datasets
+    (TinyStories) hold as they are, and is left alone; else []."""
+    words = set(re.findall(r'\S*[^\x00-\x7f]\S*', text))
+    signs = ''.join(map(re.escape, sorted(MISREAD_SIGNS)))
+    amid = re.compile(rf'(?<=[^\W\d_])(?<![âÂÃ])[{signs}]+(?=[^\W\d_])|(?<=[^\W\d_A-Z])(?P<capital>[^\x00-\x7f])(?=[a-z])')
+    bad = sorted(w for w in words if any(not m['capital'] or m['capital'].isupper() for m in amid.finditer(w)))
+    return bad if len(bad) >= 3 and len(bad) >= 0.1 * len(words) else []
 
 
 # The legacy one-byte encodings of the alphabets other than Latin that text files still come in, and the
@@ -610,16 +652,22 @@ LATIN = {'cp1252': ('Windows-1252', set('àáâãäåæçèéêëìíîïñòó�
          'cp1250': ('Windows-1250 (Central European)',
                     set('ąćęłńóśźżĄĆĘŁŃÓŚŹŻčďěňřšťůžýáéíúČĎĚŇŘŠŤŮŽÝÁÉÍÚäöüôĺľŕÄÖÜÔĹĽŔőűŐŰâăîşţÂĂÎŞŢ' + SIGNS)),
          'cp1254': ('Windows-1254 (Turkish)', set('çğıöşüÇĞİÖŞÜâîûÂÎÛ' + SIGNS))}
+LATIN['iso-8859-2'] = ('ISO-8859-2 (Central European)', LATIN['cp1250'][1])  # ą, ś, ź at Windows-1250's ±, ¶, Ľ
+LATIN['cp850'] = ('DOS code page 850 (Western)', LATIN['cp1252'][1])  # ä, ö at Windows-1252's „, ”
 
 
 def latin_encoding(data, words=False):
     """The encoding of LATIN that reads the most of data's bytes past ASCII as its alphabet's letters and
-    signs, if nearly all of them (90%); else None. A tie keeps Windows-1252: the bytes then mean the same.
+    signs, if nearly all of them (90%); else None. data: the runs of those bytes, each with the byte either
+    side, so that a sign amid letters, or a capital after a lowercase letter, counts as a misreading (see
+    misread_words). A tie keeps the first: Windows-1252 before DOS's 850, Windows-1250 before ISO-8859-2.
     words: the bytes run in words of their own (another alphabet's, or Turkish's ğüş), which Western text
     rarely has and Hebrew read in Windows-1252 has ("àáâ"): Windows-1252 is then no answer."""
     def share(encoding):
-        high = [c for c in data.decode(encoding, errors='replace') if ord(c) > 127]
-        return sum(c in LATIN[encoding][1] for c in high) / max(1, len(high))
+        text = data.decode(encoding, errors='replace')
+        high = [(a, c, b) for a, c, b in zip(' ' + text, text, text[1:] + ' ') if ord(c) > 127]
+        return sum(c in LATIN[encoding][1] and not (a.isalpha() and b.isalpha() and c in MISREAD_SIGNS)
+                   and not (c.isupper() and a.islower()) for a, c, b in high) / max(1, len(high))
     best = max(LATIN, key=share)
     return best if share(best) >= (0.95 if words else 0.9) and not (words and best == 'cp1252') else None
 # How often each lowercase letter occurs in running text, in percent: Russian's, Greek's (final sigma apart).
@@ -667,18 +715,52 @@ def compression(path):
     return next((kind for magic, kind in COMPRESSED.items() if head.startswith(magic)), None)
 
 
-def checked_input(key, path, kind, wanted=None):
+SEPARATORS = {',': 'commas', ';': 'semicolons', ':': 'colons', None: 'spaces'}  # None: any white space
+
+
+def split_paths(value):
+    """The paths of a value that names nothing itself but is several existing paths joined (run1,run2;
+    "run1 run2"; run1:run2, as PATH is written), with the word for what joins them; else None."""
+    if not isinstance(value, str) or os.path.lexists(os.path.expanduser(value)):
+        return None
+    for sep, word in SEPARATORS.items():
+        parts = [p.strip() for p in value.split(sep)]
+        if len(parts) > 1 and all(p and os.path.lexists(os.path.expanduser(p)) for p in parts):
+            return parts, word
+    return None
+
+
+def several_paths(key, path, kind, listed):
+    """Refuses several existing paths given in one value: a list flag's items are separated by commas; a
+    flag of one text file takes the files joined into one; any other takes one path per run."""
+    split = split_paths(path)
+    if split is None:
+        return
+    parts, word = split
+    if listed:
+        raise FlagError(f"{key}={path} names {len(parts)} paths apart by {word}: separate them with commas, "
+                        f"--{key}={','.join(parts)}")
+    if kind in ('file', 'text') and all(os.path.isfile(os.path.expanduser(p)) for p in parts):
+        pooled = 'joined' + os.path.splitext(parts[0])[1]  # in the folder the command runs in
+        raise FlagError(f"{key}={path} names {len(parts)} files apart by {word}, and {key} takes one: join them "
+                        f"into one first (`cat {' '.join(map(shlex.quote, parts))} > {pooled}`) and pass that")
+    raise FlagError(f"{key}={path} names {len(parts)} paths apart by {word}, and {key} takes one: name one, "
+                    f"--{key}={shlex.quote(parts[0])}, and run the script again for each of the others")
+
+
+def checked_input(key, path, kind, wanted=None, listed=False):
     """A file (kind 'file', or 'text' for a text file) or folder (kind 'dir') the script reads: named,
     there, and of that kind. Kind 'run': a run's folder, absent or a folder. A leading ~ (quoted, so
     the shell left it) is the home folder, as the shell would have read it. wanted: what the flag takes
-    (its help), which a binary file's sentence names."""
+    (its help), which a binary file's sentence names; listed: path is one item of a list flag."""
     if kind is None:
         return path
     path = os.path.expanduser(path)
     if kind == 'run':
+        several_paths(key, path, kind, listed)
         return checked_input(key, path, 'dir') if os.path.lexists(path) or not path.strip() else path
     if kind == 'text':
-        checked_input(key, path, 'file')
+        checked_input(key, path, 'file', listed=listed)
         not_utf8(key, path, wanted=wanted)
         return path
     noun = 'file' if kind == 'file' else 'folder'
@@ -696,14 +778,7 @@ def checked_input(key, path, kind, wanted=None):
     if kind == 'dir' and os.path.isfile(path):
         raise FlagError(f"{key}={path} is a file, not a folder: name the folder that holds it "
                         f"({os.path.dirname(os.path.abspath(path))})")
-    if not os.path.exists(path) and ' ' in path.strip() and all(os.path.exists(p) for p in path.split()):
-        raise FlagError(f"{key}={path} names {len(path.split())} paths apart by spaces: separate them with commas, "
-                        f"--{key}={','.join(path.split())}")
-    parts = [p.strip() for p in path.split(',')]
-    if not os.path.exists(path) and len(parts) > 1 and all(os.path.isfile(p) for p in parts):
-        pooled = 'joined' + os.path.splitext(parts[0])[1]  # in the folder the command runs in
-        raise FlagError(f"{key}={path} names {len(parts)} files apart by commas, and {key} takes one: join them "
-                        f"into one first (`cat {' '.join(map(shlex.quote, parts))} > {pooled}`) and pass that")
+    several_paths(key, path, kind, listed)
     if not os.path.exists(path):
         raise FlagError(f"{key}={path}: no such {noun}{elsewhere_hint(path) or '; check the path'}")
     if kind == 'file' and special_kind(path):
@@ -754,6 +829,7 @@ def checked_path(key, path, write=True):
                         f"another folder")
     if dead_link(path):  # the folder lies under a link to nothing: it could not be made
         raise FlagError(f"{key}={dead_link(path, 'another folder')}")
+    several_paths(key, path, 'out', listed=False)  # out1,out2: two runs meant, one folder named by both
     if os.path.exists(path) and not os.path.isdir(path):
         if path.endswith('.pt'):  # a run's checkpoint, named where its run's folder goes
             raise FlagError(f"{key}={path} is a file (a checkpoint?), not a folder: name a folder to write into, e.g. "
@@ -1452,6 +1528,11 @@ def read_file(path, values, flags, prog):
     try:
         tree = ast.parse(source, path)
     except SyntaxError as e:
+        line = source.splitlines()[e.lineno - 1] if e.lineno and e.lineno <= len(source.splitlines()) else ''
+        zero = re.search(r'(?<![\w.])0+(\d+)(?![\w.])', line) if 'leading zeros' in e.msg else None
+        if zero:  # max_iters = 012: Python reads no leading zero (0o12 is octal), where a flag reads 012 as 12
+            raise FlagError(f"config file {path}, line {e.lineno}: {zero.group(0)} has a leading zero, which Python "
+                            f"does not take in a number: write {zero.group(1)}") from None
         raise FlagError(f"config file {path}, line {e.lineno}: {e.msg}; a config file is Python that "
                         f"assigns values, e.g. learning_rate = 3e-4") from None
     if os.path.dirname(os.path.abspath(path)) == HERE and any(

@@ -96,11 +96,14 @@ class GPTConfig:
         for key in ('dropout', 'fakeln_momentum'):
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise ValueError(f"{key}={getattr(self, key)} must lie in [0, 1)")
-        d = self.n_embd  # about the model's size: its blocks' matrices, the embedding and head, GPT-2's positions
-        size = self.n_layer * (4 * d * d + 3 * d * self.resolved('mlp_hidden')) + 2 * self.vocab_size * d \
-            + self.block_size * d
+        d = self.n_embd  # about the model's size: its blocks' matrices, the embedding and head, the positions
+        parts = {'n_layer': self.n_layer * (4 * d * d + 3 * d * self.resolved('mlp_hidden')),
+                 'vocab_size': 2 * self.vocab_size * d, 'block_size': self.block_size * d}
+        size = sum(parts.values())
         if size * 4 > 2 ** 50:  # float32 weights past a petabyte, before gradients and AdamW's state
-            raise ValueError(f"n_layer={self.n_layer}, n_embd={d}, vocab_size={self.vocab_size} make a model of "
+            most = max(parts, key=parts.get)  # the flag whose term makes the size, beside n_embd in each
+            both = [most, 'mlp_hidden'] if most == 'n_layer' and self.mlp_hidden else [most]
+            raise ValueError(f"{', '.join(f'{k}={getattr(self, k)}' for k in both)} with n_embd={d} make a model of "
                              f"about {size:.3g} parameters, whose float32 weights alone would take {size * 4 / 1e12:.3g} "
                              f"TB, far past any machine's memory")
 

@@ -30,7 +30,6 @@ every setting:
    on the same seeds, per-seed rows, the fold and the mitigation; the tables printed in Markdown.
 """
 
-import difflib
 import json
 import os
 import re
@@ -53,7 +52,7 @@ import torch
 
 import diagnose
 import memory
-from configurator import PRCTL, flag, folder_kind, parse_flags
+from configurator import PRCTL, closest_choice, flag, folder_kind, parse_flags
 from model import GPT
 from tokens import open_tokens, read_meta
 
@@ -312,8 +311,8 @@ def earlier_results(assets, args, train_args):
     said = lambda seeds, settings, extra: (f"seed{'s' * (len(seeds) > 1)} {','.join(map(str, seeds))}; "
                                            f"{len(settings)} settings; "
                                            + (f"train.py {' '.join(extra)}" if extra else "the default schedule"))
-    instead = (f"choose another --out_root (whose runs and results/ are this one's alone)" if args.assets is None else
-               f"choose another --assets" + (", and another --out_root for its runs" if had[2] != now[2] else ""))
+    instead = ("choose another --out_root (whose runs and results/ are this one's alone)" if args.assets is None else
+               "choose another --assets" + (", and another --out_root for its runs" if had[2] != now[2] else ""))
     return (f"--assets={assets} holds the results of another reproduction ({said(*had)}), which this one "
             f"({said(*now)}) would replace: {instead}, or remove {os.path.join(assets, 'results.json')} "
             f"to replace them")
@@ -324,8 +323,8 @@ def check_args(args, train_args):
     before anything is written: one sentence for each mistake."""
     unknown = [s for s in args.settings if s not in SETTINGS]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], list(SETTINGS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        close = closest_choice(unknown[0], SETTINGS)
+        hint = f" (did you mean {close!r}?)" if close else ""
         raise SystemExit(f"--settings names {unknown[0]!r}, which is not a setting{hint}: choose from "
                          f"{', '.join(SETTINGS)}")
     if not {'baseline', 'internal'} <= set(args.settings):

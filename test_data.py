@@ -356,18 +356,23 @@ GREEK = '\u039c\u03b9\u03b1 \u03c6\u03bf\u03c1\u03ac \u03ba\u03b9 \u03ad\u03bd\u
 MINE = ('\u041c\u043e\u044f \u043c\u0430\u043c\u0430 \u043c\u0435\u043d\u044f \u043b\u044e\u0431\u0438\u0442.')  # Моя мама меня любит. (Mac Cyrillic's я is Windows-1251's Я)
 POLISH = '\u017byla sobie ma\u0142a dziewczynka, kt\u00f3ra lubi\u0142a si\u0119 bawi\u0107.'  # Żyla sobie mała dziewczynka, ...
 TURKISH = 'K\u00fc\u00e7\u00fck bir k\u0131z bah\u00e7ede k\u00f6pe\u011fiyle oynard\u0131. \u015eeker.'  # Küçük bir kız ...
+POLISH_L2 = 'Pewnego dnia ma\u0142a \u015bwinka sz\u0142a przez \u0142\u0105k\u0119 do \u017ar\u00f3d\u0142a.'  # ś, ą, ź
+POLISH_L2_MORE = (POLISH_L2 + ' W\u0105\u017c si\u0119gn\u0105\u0142 ga\u0142\u0119zi, a o\u015bmiornica pl\u0105sa\u0142a. '
+                  'Ksi\u0119\u017cniczka \u015bpiewa\u0142a pie\u015b\u0144.')  # Wąż sięgnął gałęzi, a ośmiornica ...
+GERMAN = 'Das kleine M\u00e4dchen tr\u00e4umte von gro\u00dfen B\u00e4ren und sch\u00f6nen Gr\u00fc\u00dfen.'
 LEGACY_TEXT = {'cp1251': RUSSIAN, 'koi8-r': RUSSIAN, 'cp866': RUSSIAN, 'iso-8859-5': RUSSIAN, 'mac-cyrillic': MINE,
-               'cp1253': GREEK, 'iso-8859-7': GREEK, 'cp1250': POLISH, 'cp1254': TURKISH}
+               'cp1253': GREEK, 'iso-8859-7': GREEK, 'cp1250': POLISH, 'cp1254': TURKISH,
+               'iso-8859-2': POLISH_L2, 'cp850': GERMAN}
 
 
 @pytest.mark.parametrize('fault', ['latin1', 'cp1252', 'cp1251', 'koi8-r', 'cp866', 'iso-8859-5', 'mac-cyrillic', 'cp1253',
-                                   'iso-8859-7', 'cp1250', 'cp1254',
+                                   'iso-8859-7', 'cp1250', 'cp1254', 'iso-8859-2', 'cp850',
                                    'one per line', 'csv', 'json array', 'json array (owt)',
                                    'json object (owt)'])
 def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads(tmp_path, fault):
     """A text file the prepare scripts refuse (Latin-1, Windows-1252 bytes, Cyrillic in Windows-1251, KOI8-R,
-    DOS's cp866, ISO-8859-5 or Mac Cyrillic, Greek in Windows-1253 or ISO-8859-7, Polish in Windows-1250,
-    Turkish in Windows-1254, each of which puts the letters at other bytes, a story per line, CSV, one JSON array of
+    DOS's cp866, ISO-8859-5 or Mac Cyrillic, Greek in Windows-1253 or ISO-8859-7, Polish in Windows-1250 or
+    ISO-8859-2, Turkish in Windows-1254, German in DOS's code page 850, each of which puts the letters at other bytes, a story per line, CSV, one JSON array of
     records or one pretty-printed JSON object),
     in a folder whose name holds spaces, is named with the shell command that converts it: run by bash
     exactly as printed, that command writes the file the sentence says to pass, and the prepare reads it.
@@ -416,6 +421,33 @@ def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads
     if fault == 'cp1252':  # the text as written: its quotes, and no control character in their place
         text = passed.read_text(encoding='utf-8')
         assert '\u201cdit-il\u201d' in text and not any('\x80' <= c <= '\x9f' for c in text)
+
+
+@pytest.mark.parametrize('text, written, read', [(POLISH_L2_MORE, 'iso-8859-2', 'cp1250'), (GERMAN, 'cp850', 'cp1252'),
+                                                  (GERMAN, 'cp1252', 'cp850'), (None, None, None)])
+def test_text_converted_from_the_wrong_encoding_is_noted(tmp_path, text, written, read):
+    """UTF-8 text converted from the wrong one-byte encoding (Polish in ISO-8859-2 read as Windows-1250, German in
+    DOS's code page 850 read as Windows-1252 and the reverse) has signs or capitals amid its words' letters: the
+    prepare names such words in a note. The shared TinyStories and OpenWebText samples, real text with its own
+    artefacts ("â€œ", "word…word"), get no note (None)."""
+    if text is None:
+        for source in (SHARED / 'tinystories' / 'train_sample.txt', SHARED / 'tinystories' / 'valid_sample.txt'):
+            proc = run('prepare_tinystories.py', f'--input_file={source}', f'--out_dir={tmp_path / source.stem}',
+                       '--vocab_size=512')
+            assert 'wrong encoding' not in proc.stdout + proc.stderr
+        proc = run('prepare_owt.py', f'--input_file={SHARED / "openwebtext" / "sample.jsonl"}', '--skip_pile',
+                   '--val_fraction=0.05', f'--out_dir={tmp_path / "owt"}')
+        assert 'wrong encoding' not in proc.stdout + proc.stderr
+        return
+    misread = text.encode(written).decode(read, errors='replace')  # a file of stories in that language, converted
+    source = tmp_path / 'stories.txt'
+    source.write_text('\n\n'.join(f'{misread} ({n})' for n in range(200)) + '\n', encoding='utf-8')
+    proc = run('prepare_tinystories.py', f'--input_file={source}', f'--out_dir={tmp_path / "data"}', '--vocab_size=300',
+               check=False)  # the note comes first, whatever SentencePiece then makes of so little text
+    said = [line for line in proc.stdout.splitlines() if 'wrong encoding' in line]
+    assert len(said) == 1 and said[0].startswith('note: '), proc.stdout
+    words = re.findall(r"'([^']+)'", said[0].split('such as')[1].split(' hold a sign')[0])
+    assert words and all(w in misread.split() for w in words), said
 
 
 @pytest.mark.parametrize('encoding', ['cp1255', 'shift_jis'])

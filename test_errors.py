@@ -37,6 +37,8 @@ GPT2_HF = ['--init_from={root}/hf', '--arch=gpt2', '--norm=layernorm', '--taper=
 LLAMA_HF = ['--arch=llama', '--norm=rmsnorm', '--taper=all', '--aux_loss=fixed', '--n_head=4', '--n_embd=64',
             '--mlp_hidden=96', '--tied_head=False']  # the tiny Llama's shape, but for n_kv_head
 
+POLISH_L2 = 'Pewnego dnia ma\u0142a \u015bwinka sz\u0142a przez \u0142\u0105k\u0119 do \u017ar\u00f3d\u0142a.'  # ś, ą, ź
+GERMAN = 'Das kleine M\u00e4dchen tr\u00e4umte von gro\u00dfen B\u00e4ren und sch\u00f6nen Gr\u00fc\u00dfen.'
 CASES = [  # (case, script, arguments, a phrase of the message, environment)
     # configuration
     ('unknown config key', 'train.py', [*T, '--learing_rate=1e-3'], "did you mean 'learning_rate'", None),
@@ -1448,11 +1450,49 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ("resume: the checkpoint's evaluation row rounded by hand", 'train.py', [*R, '--out_dir={root}/roundlog'],
      "is not among its rows (its row of iter 8 gives val_loss=", None),
     ("resume: a run folder whose checkpoint was removed, its log and config kept", 'train.py', [*R, '--out_dir={root}/nockpt'],
-     "or start the run with --init_from=scratch --overwrite (its log.jsonl and config.json are moved aside)", None),
+     "or start the run with --init_from=scratch --overwrite (which replaces its log.jsonl and config.json)", None),
     ("train: an Internal-Taper run's checkpoint as the model to fine-tune", 'train.py',
      [*T, '--init_from={root}/trun/ckpt.pt'], "a new run starts from an HF folder (fold.py exports only All-Taper and "
      "FakeLN runs, and this run keeps a norm), or continue that run in a copy of its folder", None),
     ("memory: a flag's name cut short", 'memory.py', ['config/quick_cpu.py', '--gpu=80'], "did you mean 'gpu_gb'?", None),
+    # sweep 45: the paper's names of the settings, several paths in one value, a size set by block_size
+    ("reproduce: a setting by the paper's name", 'reproduce.py', ['--settings=baseline,internal,all-taper',
+                                                                 '--out_root={root}/rep'], "(did you mean 'all'?)", None),
+    ("train: the taper by the paper's name", 'train.py', [*T, '--taper=Internal-Taper'], "(did you mean 'internal'?)",
+     None),
+    ("train: Baseline as the taper", 'train.py', [*T, '--taper=Baseline'], "(did you mean 'none'?)", None),
+    ("plot: the run folders joined by a colon, as PATH is written", 'plot.py',
+     ['{root}/run:{root}/trun', '--out_dir={root}/plots'], "names 2 paths in one argument", None),
+    ("diagnose: two run folders joined by a comma", 'diagnose.py', ['--out_dir={root}/run,{root}/trun'],
+     "names 2 paths apart by commas, and out_dir takes one: name one, --out_dir=", None),
+    ("evaluate: two run folders in one quoted --out_dir", 'evaluate.py', ['--out_dir={root}/run {root}/trun'],
+     "names 2 paths apart by spaces, and out_dir takes one: name one, --out_dir=", None),
+    ("train: two existing run folders as one out_dir", 'train.py', [*TINY, '--data_dir={data}', '--out_dir={root}/run,{root}/trun'],
+     "names 2 paths apart by commas, and out_dir takes one", None),
+    ("fold: two run folders joined by a semicolon (quoted)", 'fold.py', ['--out_dir={root}/run;{root}/trun'],
+     "names 2 paths apart by semicolons, and out_dir takes one", None),
+    ("prepare_tinystories: two text files joined by a colon", 'prepare_tinystories.py',
+     ['--input_file={root}/small.txt:{root}/one_story.txt', '--out_dir={root}/colonprep'],
+     "names 2 paths apart by colons: separate them with commas, --input_file=", None),
+    ("prepare_owt: two jsonl files joined by a semicolon", 'prepare_owt.py',
+     ['--input_file={shared}/openwebtext/sample.jsonl;{root}/pile_1024.jsonl', '--out_dir={root}/o8'],
+     "names 2 files apart by semicolons, and input_file takes one: join them", None),
+    ("train: a context length with many zeros too many", 'train.py', [*T, '--block_size=1000000000000000'],
+     "block_size=1000000000000000 with n_embd=", None),
+    ("bench: a context length with many zeros too many", 'bench.py', ['--block_size=1000000000000000', '--device=cpu'],
+     "block_size=1000000000000000 with n_embd=", None),
+    ("train: a Llama MLP width with many zeros too many", 'train.py', [*T, '--arch=llama', '--mlp_hidden=1000000000000'],
+     "mlp_hidden=1000000000000 with n_embd=", None),
+    ("resume: a run folder whose checkpoint was removed, its folded checkpoint kept", 'train.py',
+     [*R, '--out_dir={root}/foldonly'], "or start the run again with --init_from=scratch --overwrite", None),
+    ("resume: log.jsonl a link to nothing", 'train.py', [*R, '--out_dir={root}/deadlog'],
+     "log.jsonl is a broken symbolic link (to ", None),
+    ("train: a number written with a leading zero in a config file", 'train.py', ['{root}/octal.py', *T],
+     "016 has a leading zero, which Python does not take in a number: write 16", None),
+    ("prepare_tinystories: Polish text in ISO-8859-2", 'prepare_tinystories.py',
+     ['--input_file={root}/pl_iso.txt', '--out_dir={root}/plprep'], "iconv -f iso-8859-2 -t utf-8", None),
+    ("prepare_tinystories: German text in DOS code page 850", 'prepare_tinystories.py',
+     ['--input_file={root}/de_dos.txt', '--out_dir={root}/deprep'], "iconv -f cp850 -t utf-8", None),
     ("reproduce: one seed twice, once with a leading zero", 'reproduce.py', ['--seeds=1,01', '--out_root={root}/rep'],
      "seeds lists 1 more than once", None),
     # a config.json number JSON reads as infinite or NaN
@@ -1691,6 +1731,18 @@ def make_workspace(root, data_dir):
     shutil.copytree(f'{root}/run', f'{root}/linkjson')  # config.json a link to a file since removed
     os.remove(f'{root}/linkjson/config.json')
     os.symlink(f'{root}/nowhere/config.json', f'{root}/linkjson/config.json')
+    shutil.copytree(f'{root}/trun', f'{root}/foldonly')  # its ckpt.pt removed, its folded checkpoint kept
+    os.remove(f'{root}/foldonly/ckpt.pt')
+    shutil.copytree(f'{root}/run', f'{root}/deadlog')  # log.jsonl a link to a log moved away
+    os.remove(f'{root}/deadlog/log.jsonl')
+    os.symlink(f'{root}/nowhere/log.jsonl', f'{root}/deadlog/log.jsonl')
+    os.makedirs(f'{root}/logs')  # log.jsonl a link to the log kept in another folder
+    shutil.copytree(f'{root}/half', f'{root}/linklog')
+    os.replace(f'{root}/linklog/log.jsonl', f'{root}/logs/linklog.jsonl')
+    os.symlink(f'{root}/logs/linklog.jsonl', f'{root}/linklog/log.jsonl')
+    open(f'{root}/octal.py', 'w').write('max_iters = 8\nbatch_size = 016\n')  # a number padded with a zero
+    open(f'{root}/pl_iso.txt', 'wb').write(('Once upon a time.\n\n' + POLISH_L2 + '\n').encode('iso-8859-2'))
+    open(f'{root}/de_dos.txt', 'wb').write(('Once upon a time.\n\n' + GERMAN + '\n').encode('cp850'))
     shutil.copytree(f'{root}/run', f'{root}/duplog')
     open(f'{root}/duplog/log.jsonl', 'a').write(open(f'{root}/run/log.jsonl').read())
     shutil.copytree(f'{root}/run', f'{root}/roundlog')
@@ -2220,6 +2272,20 @@ def test_each_bad_input_is_one_sentence(outcomes, case):
     assert proc.returncode != 0, proc.stdout[-2000:]
     assert 'Traceback' not in proc.stderr and 1 <= len(lines) <= 2, proc.stderr[-3000:]
     assert case[3] in lines[-1], lines[-1]
+
+
+def test_a_resume_puts_its_log_in_place_of_a_link_and_says_so(outcomes):
+    """A run writes its files in its own folder: a resume whose log.jsonl links to a log kept elsewhere notes the
+    link, puts the log (the linked rows, then the resumed ones) in its place, and leaves the linked file as it was."""
+    root = outcomes[3]
+    target = f'{root}/logs/linklog.jsonl'
+    before = open(target, 'rb').read()
+    proc = run('train.py', '--init_from=resume', f'--out_dir={root}/linklog', '--stop_iter=24', '--device=cpu')
+    assert 'log.jsonl is a symbolic link (to' in proc.stdout and 'keeps what it holds' in proc.stdout, proc.stdout
+    assert open(target, 'rb').read() == before
+    log = f'{root}/linklog/log.jsonl'
+    assert not os.path.islink(log) and open(log, 'rb').read().startswith(before) and \
+        json.loads(open(log).read().splitlines()[-1])['iter'] == 24
 
 
 def test_no_file_that_existed_is_changed(outcomes):

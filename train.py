@@ -57,7 +57,7 @@ from tokens import (data_tokenizer, inner_data, open_tokens, other_tokens, prepa
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
 # config file and --key=value; each flag says what it takes (configurator.py), and --help lists them.
 from configurator import (Flag, FlagError, configure_globals, dead_link, discard, elsewhere_remedy, flag, folder_kind, init_from_mistake,  # noqa: E402
-                          locked, script_path, write_failure, write_remedy)
+                          locked, note, script_path, write_failure, write_remedy)
 # I/O
 out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out',
                read_only_when=lambda values: values['eval_only'] or values['memory_plan'])  # they write nothing
@@ -302,7 +302,7 @@ def check_resumable():
         if os.path.isfile(os.path.join(out_dir, 'ckpt_folded.pt')):
             fail(f"cannot resume: {out_dir} holds ckpt_folded.pt but no ckpt.pt, and a folded model (fold.py's, for "
                  f"inference) has no optimizer state to go on from: sample or score it with --ckpt=ckpt_folded.pt (sample.py, "
-                 f"diagnose.py; evaluate.py on OpenWebText), or fine-tune from the run's ckpt.pt")
+                 f"diagnose.py; evaluate.py on OpenWebText), or start the run again with --init_from=scratch --overwrite")
         if os.path.isfile(ckpt_path + '.tmp'):  # a kill while the first checkpoint was written: no run to go on
             fail(f"cannot resume: the run in {out_dir} was stopped while it wrote its first checkpoint (only "
                  f"ckpt.pt.tmp, cut short, is there), so there is nothing to resume: start it again with "
@@ -316,7 +316,7 @@ def check_resumable():
                 f"them as --out_dir" if runs else
                 elsewhere_remedy(out_dir, 'out_dir') or
                 "pass --out_dir=<the run's folder>, or start the run with --init_from=scratch" + (
-                    " --overwrite (its log.jsonl and config.json are moved aside)" if any(
+                    " --overwrite (which replaces its log.jsonl and config.json)" if any(
                         os.path.isfile(os.path.join(out_dir, f)) for f in ('log.jsonl', 'config.json')) else "")))
     try:
         load_checkpoint(ckpt_path, 'cpu', mmap=True)  # the weights stay on disk: they are loaded below
@@ -672,6 +672,15 @@ def unreadable_config(path):
 if init_from == 'resume' and not memory_plan and not eval_only and unreadable_config(os.path.join(out_dir, 'config.json')):
     fail(f"cannot resume: {unreadable_config(os.path.join(out_dir, 'config.json'))}, and the resume rewrites it from "
          f"the checkpoint, keeping any keys added to it: fix it, or move it aside (the resume then writes a new one)")
+if init_from == 'resume' and not memory_plan and not eval_only:
+    for name in ('log.jsonl', 'config.json'):  # a run writes its files in its own folder, never through a link
+        link = os.path.join(out_dir, name)
+        if os.path.islink(link) and not os.path.exists(link) and name == 'log.jsonl':
+            fail(f"cannot resume: {link} is a broken symbolic link (to {os.readlink(link)}): point it at the run's "
+                 f"log, or remove it to resume with a new log")
+        if os.path.islink(link) and os.path.exists(link):
+            note(f"{link} is a symbolic link (to {os.readlink(link)}): the run writes its {name} in its own folder, "
+                 f"so the resume puts the file in the link's place, and {os.readlink(link)} keeps what it holds")
 if init_from != 'resume' and not memory_plan:  # a plan writes nothing
     if any(os.path.isfile(os.path.join(out_dir, f)) for f in ('train.bin', 'meta.json')):
         fail(f"out_dir={out_dir} is a data folder (it holds train.bin or meta.json): write the run elsewhere, "
