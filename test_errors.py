@@ -1458,8 +1458,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     # sweep 45: the paper's names of the settings, several paths in one value, a size set by block_size
     ("reproduce: a setting by the paper's name", 'reproduce.py', ['--settings=baseline,internal,all-taper',
                                                                  '--out_root={root}/rep'], "(did you mean 'all'?)", None),
-    ("train: the taper by the paper's name", 'train.py', [*T, '--taper=Internal-Taper'], "(did you mean 'internal'?)",
-     None),
+    ("train: the taper by the paper's name", 'train.py', [*T, '--taper=All-Taper'], "(did you mean 'all'?)", None),
     ("train: Baseline as the taper", 'train.py', [*T, '--taper=Baseline'], "(did you mean 'none'?)", None),
     ("plot: the run folders joined by a colon, as PATH is written", 'plot.py',
      ['{root}/run:{root}/trun', '--out_dir={root}/plots'], "names 2 paths in one argument", None),
