@@ -96,7 +96,7 @@ def declared_flags(script):
                          ids=[f"{w}:{s} {' '.join(a)}"[:80] for w, s, a in EXAMPLES])
 def test_every_example_names_declared_flags_with_values_they_take(monkeypatch, where, script, argv):
     """Paths an example names need not exist here: only flag names, types, ranges and choices count."""
-    monkeypatch.setattr(configurator, 'checked_input', lambda key, path, kind, wanted=None: path)
+    monkeypatch.setattr(configurator, 'checked_input', lambda key, path, kind, wanted=None, listed=False: path)
     monkeypatch.setattr(configurator, 'checked_path', lambda key, path, write=True: path)
     monkeypatch.setattr(configurator, 'check_writable', lambda key, path: path)
     flags, configs = declared_flags(script)
