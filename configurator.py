@@ -621,20 +621,20 @@ def guess_command(path):
 
 # Signs that a one-byte encoding puts where another has letters (Polish ą read as ±, German ä in DOS code
 # page 850 read as „): amid a word's letters, they mark text converted from the wrong encoding.
-MISREAD_SIGNS = set('¡¢£¤¥¦§¨©ª«¬®¯°±²³µ¶¸¹º»¼½¾¿×÷ƒˆˇ˘˙˛˜˝‚“”„†‡•…‰‹›€™') | {chr(c) for c in range(0x2500, 0x25a0)}
+MISREAD_SIGNS = set('¡¢£¤¥¦§¨©ª«¬®¯°±²³µ¶¸¹º»¼½¾¿×÷ƒˆˇ˘˙˛˜˝‚“”„†‡•‰‹›€™') | {chr(c) for c in range(0x2500, 0x25a0)}
 
 
 def misread_words(text):
     """The distinct words of text that hold signs of MISREAD_SIGNS, or a capital past ASCII (French è read in
-    DOS code page 850 as Þ), between two letters, when they are at least 3 and a tenth of the words past ASCII:
-    text converted from the wrong encoding. Running text rarely has them (a "word…word" without spaces). A
-    sign after â, Â or Ã is UTF-8 read once as Windows-1252 ("â€œ" for a curly quote), which some datasets
-    (TinyStories) hold as they are, and is left alone; else []."""
+    DOS code page 850 as Þ), between two letters, when they are at least 2 and a tenth of the words past ASCII:
+    text converted from the wrong encoding. Running text rarely has them (a quote against a word; its
+    "word…word" is why … is no such sign). A sign after â, Â or Ã is UTF-8 read once as Windows-1252 ("â€œ"
+    for a curly quote), which some datasets (TinyStories) hold as they are, and is left alone; else []."""
     words = set(re.findall(r'\S*[^\x00-\x7f]\S*', text))
     signs = ''.join(map(re.escape, sorted(MISREAD_SIGNS)))
     amid = re.compile(rf'(?<=[^\W\d_])(?<![âÂÃ])[{signs}]+(?=[^\W\d_])|(?<=[^\W\d_A-Z])(?P<capital>[^\x00-\x7f])(?=[a-z])')
     bad = sorted(w for w in words if any(not m['capital'] or m['capital'].isupper() for m in amid.finditer(w)))
-    return bad if len(bad) >= 3 and len(bad) >= 0.1 * len(words) else []
+    return bad if len(bad) >= 2 and len(bad) >= 0.1 * len(words) else []
 
 
 # The legacy one-byte encodings of the alphabets other than Latin that text files still come in, and the

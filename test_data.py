@@ -423,7 +423,9 @@ def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads
         assert '\u201cdit-il\u201d' in text and not any('\x80' <= c <= '\x9f' for c in text)
 
 
-@pytest.mark.parametrize('text, written, read', [(POLISH_L2_MORE, 'iso-8859-2', 'cp1250'), (GERMAN, 'cp850', 'cp1252'),
+@pytest.mark.parametrize('text, written, read', [(POLISH_L2_MORE, 'iso-8859-2', 'cp1250'),
+                                                  ('Dawno temu \u017cy\u0142a ma\u0142a dziewczynka. \u0179d\u017ab\u0142o '
+                                                   '\u0142\u0105ka.', 'iso-8859-2', 'cp1250'),  # two words misread (GERMAN, 'cp850', 'cp1252'),
                                                   (GERMAN, 'cp1252', 'cp850'), (None, None, None)])
 def test_text_converted_from_the_wrong_encoding_is_noted(tmp_path, text, written, read):
     """UTF-8 text converted from the wrong one-byte encoding (Polish in ISO-8859-2 read as Windows-1250, German in
