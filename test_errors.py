@@ -1187,8 +1187,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "holds '....', a placeholder left in from the docs", None),
     ('an HF Llama folder given to the GPT-2 FakeLN recipe', 'train.py',
      ['config/finetune_gpt2_s_fakeln.py', '--init_from={root}/llama', '--data_dir={root}/owt', '--device=cpu',
-      '--out_dir={root}/fresh'], "or start from a config written for llama models, such as "
-     "config/finetune_smollm2_135m_alltaper.py", None),
+      '--out_dir={root}/fresh'], "is a llama model with rmsnorm: fine-tune it with a config written for llama models, "
+     "such as config/finetune_smollm2_135m_alltaper.py", None),
     ('a run into the folder that holds the data folders', 'train.py', [*T, '--out_dir={root}/datas'],
      'holds the folders of other runs or data (ts)', None),
     ('reproduce: --stop_iter after --, which leaves every run unfinished', 'reproduce.py',

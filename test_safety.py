@@ -102,11 +102,21 @@ def test_a_resume_may_not_move_the_schedule_silently(data_dir, tmp_path, change)
         assert proc.returncode == 1 and 'the taper has started' in proc.stderr and digest(out) == before
     elif change != '--stop_iter=20':
         proc = run('train.py', *args, '--init_from=resume', change, '--reschedule')
-        assert rows(out)[-1]['iter'] == 40 and '--reschedule has no effect' not in proc.stdout
-    else:  # --reschedule with nothing to move is said, not taken silently
-        proc = run('train.py', *args, '--init_from=resume', '--reschedule', '--stop_iter=24')
-        assert 'note: --reschedule has no effect: no flag moves taper_start or taper_end of the run in progress' \
-            in proc.stdout
+        assert rows(out)[-1]['iter'] == 40 and '--reschedule changes nothing' not in proc.stderr
+    else:  # --reschedule with nothing to move is refused, as the schedule meant was not read
+        proc = run('train.py', *args, '--init_from=resume', '--reschedule', '--stop_iter=24', check=False)
+        assert proc.returncode == 1 and digest(out) == before and proc.stderr.strip().endswith(
+            'no flag moves taper_start or taper_end of the run in progress at iter 20: pass the new taper_start or '
+            'taper_end with it, or drop it'), proc.stderr
+        held = json.loads((out / 'config.json').read_text())  # the new taper_end written into config.json by hand
+        (out / 'config.json').write_text(json.dumps(held | {'taper_end': 36}, indent=1))
+        before = digest(out)
+        proc = run('train.py', *args, '--init_from=resume', '--reschedule', check=False)
+        assert proc.returncode == 1 and digest(out) == before, proc.stderr
+        advice = proc.stderr.strip().rpartition(': pass ')[2].split()
+        assert "(config.json's taper_end=36 is not read" in proc.stderr and advice == ['--taper_end=36', '--reschedule']
+        run('train.py', *args, '--init_from=resume', *advice)  # the advice, followed
+        assert rows(out)[-1]['iter'] == 40 and json.loads((out / 'config.json').read_text())['taper_end'] == 36
 
 
 def test_a_resume_may_not_move_a_fakeln_removal_that_has_happened_or_into_the_past(data_dir, tmp_path):

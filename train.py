@@ -541,6 +541,10 @@ except ValueError as e:
 def model_shape(pretrained):
     """Refuse a fine-tune whose config's shape is not the HF model's (pretrained, its GPTConfig), or
     whose block_size exceeds its context: the shape first, which says when the config is another model's."""
+    if fakeln and pretrained.norm != 'layernorm':  # before the shape: no shape makes FakeLN fit an RMSNorm model
+        fail(f"fakeln replaces GPT-2's LayerNorms (Baroni et al.), and {init_from} is a {pretrained.arch} model with "
+             f"{pretrained.norm}: fine-tune it with a config written for {pretrained.arch} models, such as "
+             f"config/finetune_smollm2_135m_alltaper.py, or start this config from a GPT-2 model")
     ours_config = memory.model_config(config)  # 0 for n_kv_head or mlp_hidden: their rule, as the model reads it
     keys = ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head')
     wrong = {key for key in keys if ours_config.resolved(key) != pretrained.resolved(key)}
@@ -654,6 +658,18 @@ for name in ('ckpt.pt', 'config.json', 'log.jsonl', 'train_time.json'):  # the f
         if os.path.isdir(path) and not (memory_plan or eval_only):
             fail(f"{path} is a folder where the run writes its {name}{' first' if path.endswith('.tmp') else ''}: "
                  f"remove or rename it, or choose another out_dir")
+def hand_edits(path, held):
+    """{key: (value in config.json, the checkpoint's)} for each setting the run's config.json at path gives
+    otherwise than its checkpoint's config held (an edit by hand, which a resume does not read)."""
+    if not ours(path):
+        return {}
+    with open(path, encoding='utf-8-sig') as f:
+        edited = json.load(f)
+    held = json.loads(json.dumps(held))  # as JSON holds it: tuples are lists
+    return {k: (edited[k], held[k]) for k in held
+            if k in edited and edited[k] != held[k] and k not in PER_INVOCATION + ('out_dir',)}
+
+
 def unreadable_config(path):
     """Why a resume may not rewrite out_dir's config.json (None if it may): a hand edit left it invalid JSON,
     or it is not a run's config, and the keys a user added to it (kept by a resume) would be lost."""
@@ -1032,9 +1048,15 @@ elif init_from == 'resume':
     if fakeln and list(fakeln_start) != sorted(fakeln_start):
         fail(f"cannot resume: {unordered_removals()}")
     moved = [k for k in SCHEDULE if k in changed and (fakeln if k.startswith('fakeln') else needs_start)]
-    if reschedule and not moved and master:
-        print(f"note: --reschedule has no effect: no flag moves {'the FakeLN steps' if fakeln else 'taper_start or taper_end'}"
-              f" of the run in progress")
+    written = os.path.join(out_dir, 'config.json')
+    edits = hand_edits(written, checkpoint['config'])
+    if reschedule and not moved:  # the flag that accepts a new schedule, given none: the one meant was not read
+        what = 'the FakeLN steps' if fakeln else 'taper_start or taper_end'
+        by_hand = [k for k in edits if k in SCHEDULE]
+        fail(f"--reschedule changes nothing: no flag moves {what} of the run in progress at iter {iter_num}"
+             + (f" (config.json's {', '.join(f'{k}={edits[k][0]!r}' for k in by_hand)} is not read: a resume takes the "
+                f"checkpoint's config): pass {' '.join(f'--{k}={edits[k][0]}' for k in by_hand)} --reschedule"
+                if by_hand else f": pass the new {what} with it, or drop it"))
     if moved and not reschedule:
         fail(f"cannot resume: {', '.join(said(k) for k in moved)} changes "
              f"the schedule of the run in progress at iter {iter_num}; keep the checkpoint's values, or pass "
@@ -1046,16 +1068,10 @@ elif init_from == 'resume':
         fail(f"every step from iter {iter_num} to {end_iter} would run at learning rate 0 (min_lr={min_lr} past "
              f"lr_decay_iters={lr_decay_iters}), so nothing would train: raise --lr_decay_iters to {end_iter} (the "
              f"cosine is then taken over the longer schedule), or set --min_lr above 0")
-    written = os.path.join(out_dir, 'config.json')
-    if master and ours(written):  # an edit of config.json changes nothing: a resume reads the checkpoint's
-        with open(written, encoding='utf-8-sig') as f:
-            edited = json.load(f)
-        held = json.loads(json.dumps(checkpoint['config']))
-        edits = [k for k in held if k in edited and edited[k] != held[k] and k not in PER_INVOCATION + ('out_dir',)]
-        if edits:
-            gives = ', '.join(f"{k}={edited[k]!r} (the checkpoint {held[k]!r})" for k in edits)
-            print(f"note: {written} gives {gives}: a resume takes the checkpoint's config (config.json is its copy, "
-                  f"rewritten from it); change a setting with its flag")
+    if master and edits:  # an edit of config.json changes nothing: a resume reads the checkpoint's
+        gives = ', '.join(f"{k}={now!r} (the checkpoint {then!r})" for k, (now, then) in edits.items())
+        print(f"note: {written} gives {gives}: a resume takes the checkpoint's config (config.json is its copy, "
+              f"rewritten from it); change a setting with its flag")
     if master and changed:  # allowed (e.g. a lower learning rate after a spike), but never silently
         print("resuming with changed settings: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
         held = checkpoint['config']  # an evaluation takes eval_iters batches of batch_size windows of block_size
