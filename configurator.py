@@ -28,6 +28,7 @@ import functools
 import fcntl
 import importlib
 import itertools
+import json
 import math
 import numbers
 import os
@@ -153,6 +154,8 @@ def convert(key, value, spec):
             pasted_path(key, value)
             too_long(key, value)
             other_form(key, value)
+            if not spec.path:  # a declared path's own check names several paths in one value as well
+                several_paths(key, value, None, listed=False)
             try:
                 value = checked_range(key, value, spec)
             except FlagError as e:
@@ -564,8 +567,9 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
             misread = misread_words(f.read(1 << 20).decode('utf-8', errors='ignore'))
             if misread:  # UTF-8, but converted from the wrong encoding: its letters came out as signs
                 note(f"{subject} reads like text converted from the wrong encoding ({len(misread)} words such as "
-                     f"{', '.join(map(repr, misread[:3]))} hold a sign or a capital amid letters): if it was, convert "
-                     f"the original again from its own encoding (`{guess_command('<the original>')}` guesses it)")
+                     f"{', '.join(map(repr, misread[:3]))} hold a sign, a control character or a capital amid letters): "
+                     f"if it was, convert the original again from its own encoding, e.g. with a guess of it "
+                     f"(`{guess_command('<the original>', f'{base}.fixed{ending}')}`)")
             return
     with open(path, 'rb') as f:  # only on failure: find the line, one at a time
         for n, line in enumerate(f, 1):
@@ -605,36 +609,55 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
                 elif not latin:
                     # Central European, Turkish, Hebrew, Japanese ...: an encoding this check does not tell apart
                     raise FlagError(f"{subject} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}) but "
-                                    f"another encoding: find which (`{guess_command(path)}` guesses it), "
-                                    f"convert it first (`iconv -f <that encoding> -t utf-8 {shlex.quote(path)} > "
-                                    f"{shlex.quote(utf8)}`) and pass {utf8}") from None
+                                    f"an encoding this check cannot tell: convert it with a guess of it (`"
+                                    f"{guess_command(path, utf8)}`, which prints the encoding it took: read the "
+                                    f"text it writes) and pass {utf8}") from None
                 raise FlagError(f"{subject} is not UTF-8 text (line {n} holds the byte 0x{line[e.start]:02x}): "
                                 f"convert it first (`iconv -f {encoding} -t utf-8 {shlex.quote(path)} > {shlex.quote(utf8)}` "
                                 f"for {name} text) and pass {utf8}") from None
     raise FlagError(f"{subject} ends inside a UTF-8 character: it was cut short; pass the whole file")
 
 
-def guess_command(path):
-    """The command that guesses the encoding of the text file at path (charset_normalizer, a requirement)."""
-    return f'python -c "from charset_normalizer import from_path; print(from_path({path!r}).best().encoding)"'
+def guess_command(path, out):
+    """The command that guesses the encoding of the text file at path (charset_normalizer, a requirement),
+    prints it, and writes the text as UTF-8 to out: in Python, as iconv does not know every name Python's
+    codecs give (mac_iceland, iso8859_2)."""
+    return (f'python -c "from charset_normalizer import from_path; best = from_path({path!r}).best(); '
+            f'print(best.encoding); open({out!r}, \'w\', encoding=\'utf-8\').write(str(best))"')
 
 
 # Signs that a one-byte encoding puts where another has letters (Polish ą read as ±, German ä in DOS code
-# page 850 read as „): amid a word's letters, they mark text converted from the wrong encoding.
+# page 850 read as „): amid a word's letters, they mark text converted from the wrong encoding. At a word's
+# start, only those running text never puts there (Polish ś read as ¶, Ś as ¦): not quotes, ¿ or °C's °.
 MISREAD_SIGNS = set('¡¢£¤¥¦§¨©ª«¬®¯°±²³µ¶¸¹º»¼½¾¿×÷ƒˆˇ˘˙˛˜˝‚“”„†‡•‰‹›€™') | {chr(c) for c in range(0x2500, 0x25a0)}
+START_SIGNS = MISREAD_SIGNS - set('¡¢£¥§©«®°»¿‚“”„†‡•‹›€™µ')
 
 
 def misread_words(text):
-    """The distinct words of text that hold signs of MISREAD_SIGNS, or a capital past ASCII (French è read in
-    DOS code page 850 as Þ), between two letters, when they are at least 2 and a tenth of the words past ASCII:
-    text converted from the wrong encoding. Running text rarely has them (a quote against a word; its
-    "word…word" is why … is no such sign). A sign after â, Â or Ã is UTF-8 read once as Windows-1252 ("â€œ"
-    for a curly quote), which some datasets (TinyStories) hold as they are, and is left alone; else []."""
+    """The distinct words of text that read as text converted from the wrong encoding, when they are at least 2
+    and a tenth of the words past ASCII, and the text has words with letters past ASCII (its language's);
+    else []. Such a word holds signs of MISREAD_SIGNS between two letters, or begins with one of START_SIGNS
+    before a lowercase letter, or holds a capital past ASCII amid lowercase ones (French è read in DOS code page
+    850 as Þ), or a control character of 0x80-0x9f (Windows-1250's ś converted as ISO-8859-2). Running text
+    rarely has them: a quote against a word; "word…word" is why … is no such sign; "width×height" alone, in
+    English, has no letters past ASCII. A sign after â, Â or Ã is UTF-8 read once as Windows-1252 ("â€œ" for a
+    curly quote), which some datasets (TinyStories) hold as they are, and is left alone. JSON lines are read
+    for their strings, which JSON may write with escapes (\\u0142)."""
+    if text.lstrip()[:1] in ('{', '['):
+        strings = []
+        for line in text.splitlines()[:-1]:  # the last may be cut short by the read
+            try:
+                strings.append(json.dumps(json.loads(line), ensure_ascii=False))
+            except ValueError:
+                break
+        text = '\n'.join(strings) if strings else text
     words = set(re.findall(r'\S*[^\x00-\x7f]\S*', text))
-    signs = ''.join(map(re.escape, sorted(MISREAD_SIGNS)))
-    amid = re.compile(rf'(?<=[^\W\d_])(?<![âÂÃ])[{signs}]+(?=[^\W\d_])|(?<=[^\W\d_A-Z])(?P<capital>[^\x00-\x7f])(?=[a-z])')
-    bad = sorted(w for w in words if any(not m['capital'] or m['capital'].isupper() for m in amid.finditer(w)))
-    return bad if len(bad) >= 2 and len(bad) >= 0.1 * len(words) else []
+    signs, start = (''.join(map(re.escape, sorted(chars))) for chars in (MISREAD_SIGNS, START_SIGNS))
+    misread = re.compile(rf'(?<=[^\W\d_])(?<![âÂÃ])[{signs}]+(?=[^\W\d_])|(?<![^\s"\'(])[{start}](?=[a-z]|[^\x00-\x7f])'
+                         rf'|[\x80-\x9f]|(?<=[^\W\d_A-Z])(?P<capital>[^\x00-\x7f])(?=[a-z])')
+    bad = sorted(w for w in words if any(not m['capital'] or m['capital'].isupper() for m in misread.finditer(w)))
+    lettered = sum(any(c.isalpha() and not c.isascii() for c in w) for w in words)
+    return bad if len(bad) >= 2 and len(bad) >= 0.1 * len(words) and lettered >= 2 else []
 
 
 # The legacy one-byte encodings of the alphabets other than Latin that text files still come in, and the

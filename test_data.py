@@ -5,6 +5,7 @@ kept in uint32 files, training and the readers see them, and a checkpoint decode
 saved beside the data. The references are tiktoken, a word-to-id table and transformers' own tokenizer.
 """
 
+import ast
 import codecs
 import json
 import os
@@ -424,6 +425,9 @@ def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads
 
 
 @pytest.mark.parametrize('text, written, read', [(POLISH_L2_MORE, 'iso-8859-2', 'cp1250'),
+                                                  (POLISH_L2_MORE, 'cp1250', 'iso-8859-2'),  # ś as a control character
+                                                  ('\u015anieg pada\u0142, a \u015bwinka \u015bpiewa\u0142a pi\u0119kn\u0105 piosenk\u0119.', 'iso-8859-2',
+                                                   'cp1250'),  # Śnieg, świnka, śpiewała: the signs at the words' starts
                                                   ('Dawno temu \u017cy\u0142a ma\u0142a dziewczynka. \u0179d\u017ab\u0142o '
                                                    '\u0142\u0105ka.', 'iso-8859-2', 'cp1250'),  # two words misread (GERMAN, 'cp850', 'cp1252'),
                                                   (GERMAN, 'cp1252', 'cp850'), (None, None, None)])
@@ -431,8 +435,15 @@ def test_text_converted_from_the_wrong_encoding_is_noted(tmp_path, text, written
     """UTF-8 text converted from the wrong one-byte encoding (Polish in ISO-8859-2 read as Windows-1250, German in
     DOS's code page 850 read as Windows-1252 and the reverse) has signs or capitals amid its words' letters: the
     prepare names such words in a note. The shared TinyStories and OpenWebText samples, real text with its own
-    artefacts ("â€œ", "word…word"), get no note (None)."""
+    artefacts ("â€œ", "word…word"), get no note (None), and nor does English with width×height and x±y; the same
+    misread text as OpenWebText's jsonl, its strings written with escapes, is noted by prepare_owt.py."""
     if text is None:
+        source = tmp_path / 'english.txt'
+        source.write_text('\n\n'.join(f'The image is width\u00d7height pixels, and x\u00b1y is its error ({n}).'
+                                      for n in range(200)) + '\n', encoding='utf-8')
+        proc = run('prepare_tinystories.py', f'--input_file={source}', f'--out_dir={tmp_path / "en"}',
+                   '--vocab_size=300', check=False)
+        assert 'wrong encoding' not in proc.stdout + proc.stderr
         for source in (SHARED / 'tinystories' / 'train_sample.txt', SHARED / 'tinystories' / 'valid_sample.txt'):
             proc = run('prepare_tinystories.py', f'--input_file={source}', f'--out_dir={tmp_path / source.stem}',
                        '--vocab_size=512')
@@ -448,20 +459,28 @@ def test_text_converted_from_the_wrong_encoding_is_noted(tmp_path, text, written
                check=False)  # the note comes first, whatever SentencePiece then makes of so little text
     said = [line for line in proc.stdout.splitlines() if 'wrong encoding' in line]
     assert len(said) == 1 and said[0].startswith('note: '), proc.stdout
-    words = re.findall(r"'([^']+)'", said[0].split('such as')[1].split(' hold a sign')[0])
+    words = [ast.literal_eval(w) for w in re.findall(r"'(?:[^'\\]|\\.)*'", said[0].split('such as')[1].split(' hold a')[0])]
     assert words and all(w in misread.split() for w in words), said
+    rows = tmp_path / 'owt.jsonl'  # the same text as jsonl, as json.dumps writes it: ł as \u0142
+    rows.write_text(''.join(json.dumps({'text': f'{misread} ({n})'}) + '\n' for n in range(200)))
+    proc = run('prepare_owt.py', f'--input_file={rows}', '--skip_pile', '--val_fraction=0.05',
+               f'--out_dir={tmp_path / "owt"}', check=False)
+    assert sum('wrong encoding' in line and line.startswith('note: ') for line in proc.stdout.splitlines()) == 1, \
+        proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize('encoding', ['cp1255', 'shift_jis'])
+@pytest.mark.parametrize('encoding', ['cp1255', 'shift_jis', 'mac_roman'])
 def test_a_text_in_an_encoding_the_check_cannot_tell_is_not_given_a_wrong_one(tmp_path, encoding):
-    """Hebrew in Windows-1255 and Japanese in Shift-JIS: read in the encodings the check tells apart, their bytes
-    are Latin or Cyrillic letters, and a command naming one would write mojibake the prepare then takes. The
-    sentence names none: its command guesses the encoding (charset_normalizer), and its iconv command, given
-    that guess, writes the text as it was, which the prepare reads."""
+    """Hebrew in Windows-1255, Japanese in Shift-JIS and German in Mac Roman: read in the encodings the check tells
+    apart, their bytes are Latin or Cyrillic letters, and a command naming one would write mojibake the prepare then
+    takes. The sentence names none: its command guesses the encoding (charset_normalizer), prints it, and writes the
+    text as it was (in Python: iconv knows no mac_iceland, a name the guess may give), which the prepare reads."""
     import re
     import subprocess
     text = {'cp1255': '\u05e4\u05e2\u05dd \u05d0\u05d7\u05ea \u05d4\u05d9\u05d9\u05ea\u05d4 \u05d9\u05dc\u05d3\u05d4 '
                       '\u05e7\u05d8\u05e0\u05d4 \u05d1\u05e9\u05dd \u05dc\u05d9\u05dc\u05d9.',  # פעם אחת הייתה ילדה קטנה בשם לילי.
+            'mac_roman': 'Das kleine M\u00e4dchen tr\u00e4umte von gro\u00dfen B\u00e4ren und sch\u00f6nen '
+                         'Gr\u00fc\u00dfen.',  # German: iconv knows no mac_iceland, the name a guess may give
             'shift_jis': '\u3080\u304b\u3057\u3080\u304b\u3057\u3001\u5c0f\u3055\u306a\u5973\u306e\u5b50'
                          '\u304c\u3044\u307e\u3057\u305f\u3002'}[encoding]  # むかしむかし、小さな女の子がいました。
     source = tmp_path / 'stories.txt'
@@ -469,16 +488,15 @@ def test_a_text_in_an_encoding_the_check_cannot_tell_is_not_given_a_wrong_one(tm
     proc = run('prepare_tinystories.py', f'--input_file={source}', f'--out_dir={tmp_path / "data"}', '--vocab_size=512',
                check=False)
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1 and len(lines) == 1 and 'but another encoding: find which' in lines[0], proc.stderr
-    assert not any(f'iconv -f {name} ' in lines[0] for name in ('latin1', 'cp1252', 'cp1250', 'cp1251', 'koi8-r', 'cp866'))
-    guess, convert = re.findall(r'`([^`]+)`', lines[0])
-    found = subprocess.run(['bash', '-c', guess], capture_output=True, text=True, check=True).stdout.strip()
+    assert proc.returncode == 1 and len(lines) == 1 and 'but an encoding this check cannot tell' in lines[0], proc.stderr
+    assert 'iconv' not in lines[0]
+    [convert] = re.findall(r'`([^`]+)`', lines[0])
+    found = subprocess.run(['bash', '-c', convert], capture_output=True, text=True, check=True).stdout.strip()
     assert codecs.lookup(found).name == codecs.lookup(encoding).name or source.read_bytes().decode(found) == \
         source.read_bytes().decode(encoding)  # a superset of it (cp932 for Shift-JIS) writes the same text
-    subprocess.run(['bash', '-c', convert.replace('<that encoding>', found)], check=True)
     passed = tmp_path / 'stories.utf8.txt'
-    assert text in passed.read_text(encoding='utf-8')
-    run('prepare_tinystories.py', f'--input_file={passed}', f'--out_dir={tmp_path / "data"}', '--vocab_size=280',
+    assert passed.read_text(encoding='utf-8') == source.read_bytes().decode(encoding)
+    run('prepare_tinystories.py', f'--input_file={passed}', f'--out_dir={tmp_path / "data"}', '--vocab_size=300',
         '--val_fraction=0.1')
 
 

@@ -1450,7 +1450,7 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ("resume: the checkpoint's evaluation row rounded by hand", 'train.py', [*R, '--out_dir={root}/roundlog'],
      "is not among its rows (its row of iter 8 gives val_loss=", None),
     ("resume: a run folder whose checkpoint was removed, its log and config kept", 'train.py', [*R, '--out_dir={root}/nockpt'],
-     "or start the run with --init_from=scratch --overwrite (which replaces its log.jsonl and config.json)", None),
+     "or start the run again with --init_from=scratch --overwrite (which replaces its log.jsonl and config.json)", None),
     ("train: an Internal-Taper run's checkpoint as the model to fine-tune", 'train.py',
      [*T, '--init_from={root}/trun/ckpt.pt'], "a new run starts from an HF folder (fold.py exports only All-Taper and "
      "FakeLN runs, and this run keeps a norm), or continue that run in a copy of its folder", None),
@@ -1483,7 +1483,14 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ("train: a Llama MLP width with many zeros too many", 'train.py', [*T, '--arch=llama', '--mlp_hidden=1000000000000'],
      "mlp_hidden=1000000000000 with n_embd=", None),
     ("resume: a run folder whose checkpoint was removed, its folded checkpoint kept", 'train.py',
-     [*R, '--out_dir={root}/foldonly'], "or start the run again with --init_from=scratch --overwrite", None),
+     [*R, '--out_dir={root}/foldonly'], "or start the run again in a new folder, --init_from=scratch "
+     "--out_dir=<a new folder>", None),
+    ("resume: a fine-tune's folder whose checkpoint was removed", 'train.py', [*R, '--out_dir={root}/ftnockpt'],
+     "/llama --overwrite (which replaces its log.jsonl and config.json)", None),
+    ("bench: two checkpoints in one --ckpt", 'bench.py', ['--ckpt={root}/run/ckpt.pt,{root}/trun/ckpt.pt', '--device=cpu'],
+     "names 2 paths apart by commas, and ckpt takes one", None),
+    ("train: two HF folders in one --init_from", 'train.py', [*T, '--init_from={root}/llama:{root}/llama_mha'],
+     "names 2 paths apart by colons, and init_from takes one", None),
     ("resume: log.jsonl a link to nothing", 'train.py', [*R, '--out_dir={root}/deadlog'],
      "log.jsonl is a broken symbolic link (to ", None),
     ("train: a number written with a leading zero in a config file", 'train.py', ['{root}/octal.py', *T],
@@ -1732,6 +1739,10 @@ def make_workspace(root, data_dir):
     os.symlink(f'{root}/nowhere/config.json', f'{root}/linkjson/config.json')
     shutil.copytree(f'{root}/trun', f'{root}/foldonly')  # its ckpt.pt removed, its folded checkpoint kept
     os.remove(f'{root}/foldonly/ckpt.pt')
+    shutil.copytree(f'{root}/run', f'{root}/ftnockpt')  # a fine-tune's folder (its config names the HF model)
+    os.remove(f'{root}/ftnockpt/ckpt.pt')
+    held = json.load(open(f'{root}/ftnockpt/config.json'))
+    json.dump(held | {'init_from': f'{root}/llama'}, open(f'{root}/ftnockpt/config.json', 'w'))
     shutil.copytree(f'{root}/run', f'{root}/deadlog')  # log.jsonl a link to a log moved away
     os.remove(f'{root}/deadlog/log.jsonl')
     os.symlink(f'{root}/nowhere/log.jsonl', f'{root}/deadlog/log.jsonl')

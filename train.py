@@ -286,6 +286,17 @@ if files and undone:  # a config file over a resume: its values are the run's to
 # Checks, before anything is loaded or written: one sentence for each mistake a user can make.
 
 
+def run_origin(folder):
+    """Where the run in folder started from, as its config.json records it: 'scratch', or the HF model it
+    fine-tunes (a new start of the run starts there too); 'scratch' when config.json says nothing readable."""
+    try:
+        with open(os.path.join(folder, 'config.json'), encoding='utf-8-sig') as f:
+            origin = json.load(f).get('init_from')
+    except (OSError, ValueError, AttributeError):
+        return 'scratch'
+    return origin if isinstance(origin, str) and origin.strip() and origin != 'resume' else 'scratch'
+
+
 def check_resumable():
     """A resume needs a checkpoint of this repository in out_dir: checked before the data, whose folder
     the checkpoint's config names."""
@@ -299,10 +310,12 @@ def check_resumable():
         broken_link(ckpt_path, 'resume')
         runs = sorted(f for f in os.listdir(out_dir) if os.path.isfile(os.path.join(out_dir, f, 'ckpt.pt'))) \
             if os.path.isdir(out_dir) else []
-        if os.path.isfile(os.path.join(out_dir, 'ckpt_folded.pt')):
+        origin = run_origin(out_dir)
+        if os.path.isfile(os.path.join(out_dir, 'ckpt_folded.pt')):  # --overwrite would remove the folded model
             fail(f"cannot resume: {out_dir} holds ckpt_folded.pt but no ckpt.pt, and a folded model (fold.py's, for "
                  f"inference) has no optimizer state to go on from: sample or score it with --ckpt=ckpt_folded.pt (sample.py, "
-                 f"diagnose.py; evaluate.py on OpenWebText), or start the run again with --init_from=scratch --overwrite")
+                 f"diagnose.py; evaluate.py on OpenWebText), or start the run again in a new folder, "
+                 f"--init_from={shlex.quote(origin)} --out_dir=<a new folder>")
         if os.path.isfile(ckpt_path + '.tmp'):  # a kill while the first checkpoint was written: no run to go on
             fail(f"cannot resume: the run in {out_dir} was stopped while it wrote its first checkpoint (only "
                  f"ckpt.pt.tmp, cut short, is there), so there is nothing to resume: start it again with "
@@ -315,7 +328,7 @@ def check_resumable():
              + (f"it is a folder of runs ({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''}): pass one of "
                 f"them as --out_dir" if runs else
                 elsewhere_remedy(out_dir, 'out_dir') or
-                "pass --out_dir=<the run's folder>, or start the run with --init_from=scratch" + (
+                f"pass --out_dir=<the run's folder>, or start the run again with --init_from={shlex.quote(origin)}" + (
                     " --overwrite (which replaces its log.jsonl and config.json)" if any(
                         os.path.isfile(os.path.join(out_dir, f)) for f in ('log.jsonl', 'config.json')) else "")))
     try:
