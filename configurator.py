@@ -337,6 +337,23 @@ def dead_link(path, what='the file', named=True):
                 f"or {f'remove it and name {what} itself' if named else f'put {what} in its place'}")
     return (f"{path} lies in {link}, a broken symbolic link (to {target}, missing or a loop): point "
             f"{link} at the folder it stood for, or name {what} by another path")
+def replaced_link(path, what):
+    """A note for a file that a script replaces by renaming its new one over it (what: 'the resume', 'fold.py')
+    when path is a symbolic link, or has other names (a hard link): the new file takes path's place alone, and
+    the file it linked to keeps what it holds. None for a plain file, or none."""
+    if os.path.islink(path) and os.path.exists(path):
+        return (f"{path} is a symbolic link (to {os.readlink(path)}): {what} writes its own file in the link's "
+                f"place, and {os.readlink(path)} keeps what it holds")
+    try:
+        names = os.stat(path).st_nlink if os.path.isfile(path) else 1
+    except OSError:
+        return None
+    if names > 1:
+        return (f"{path} has {names - 1} other name{'s' * (names > 2)} (a hard link): {what} writes its own file "
+                f"under this name alone, and the other{'s' * (names > 2)} keep{'' if names > 2 else 's'} what it holds")
+    return None
+
+
 PATH_KEYS = ('init_from', 'ckpt', 'out', 'tokenizer', 'export_hf', 'plot', 'assets')  # beside *_dir and *_file
 QUOTES = '\u201c\u201d\u201e\u2018\u2019\u201a\u00ab\u00bb'  # typographic quotes, as documents print them
 
@@ -1618,6 +1635,12 @@ def read_file(path, values, flags, prog):
     except Exception as e:  # it runs as Python: a NameError, a division by zero, ...
         line = next((f.lineno for f in reversed(traceback.extract_tb(e.__traceback__))
                      if f.filename == path), '?')
+        word = getattr(e, 'name', None) if isinstance(e, NameError) else None
+        if word and word.lower() in YAML_WORDS:  # tied_head = yes: YAML's word for True, which Python lacks
+            meant = YAML_WORDS[word.lower()]
+            raise FlagError(f"config file {path}, line {line}: {word} is YAML's word for {meant}, which Python does "
+                            f"not know: " + (f"write {meant}" if meant != 'None' else
+                                             "drop the line for the flag's default")) from None
         raise FlagError(f"config file {path}, line {line}: {type(e).__name__}: {e}") from None
     for node in tree.body:  # a statement at the top that looks like an assignment but assigns nothing
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Compare) and \

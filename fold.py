@@ -31,8 +31,8 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 import numpy as np
 import torch
 
-from configurator import (HERE, FlagError, cannot_write, discard, flag, locked, parse_flags, unreplaceable,
-                          write_failure, write_remedy)
+from configurator import (HERE, FlagError, cannot_write, discard, flag, locked, parse_flags, replaced_link,
+                          unreplaceable, write_failure, write_remedy)
 from diagnose import train_counts
 from model import GPT, FakeLN, LayerNorm, broken_link, load_checkpoint, missing_hint, mixed_run_note, run_checkpoint
 from tokens import open_tokens, read_meta
@@ -534,6 +534,8 @@ def main(argv=None):
         fail(f"a train.py is training in {os.path.dirname(os.path.abspath(out))} right now, and {out} would sit "
              f"beside that run: fold once it ends, or write the folded file elsewhere with --out=<a path in "
              f"another folder>")
+    if replaced_link(out, 'fold.py'):  # ckpt_folded.pt a link, e.g. to a shared folder of models
+        print(f"note: {replaced_link(out, 'fold.py')}")
     if args.export_hf is not None:
         from hf import check_exportable
         try:

@@ -629,8 +629,13 @@ def missing_hint(out_dir, ckpt, otherwise, init_from=False, run_flag='out_dir', 
     meant (ckpt_folded for ckpt_folded.pt), else, for a folded one, fold_hint, else otherwise. init_from:
     the script reads an HF model with --init_from too; run_flag: the flag that names a run ('out_dir', or
     bench.py's 'ckpt'); folded_ok: the script reads a folded checkpoint too (all but fold.py)."""
-    from configurator import elsewhere_remedy
+    from configurator import SEPARATORS, elsewhere_remedy
     path = os.path.join(out_dir, ckpt)
+    for sep in SEPARATORS:  # ckpt.pt,ckpt_folded.pt: several checkpoints of out_dir (or paths) in one value
+        parts = [p.strip() for p in ckpt.split(sep)]
+        if len(parts) > 1 and all(p and os.path.isfile(os.path.join(out_dir, p)) for p in parts):
+            return (f"--ckpt={ckpt} names {len(parts)} checkpoints in one: name one, --ckpt={parts[0]}, and run "
+                    f"the script again for each of the others")
     if replaced_hint(os.path.dirname(path)):
         return replaced_hint(os.path.dirname(path))
     named, key = (path, 'ckpt') if run_flag == 'ckpt' else (out_dir, 'out_dir')

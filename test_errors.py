@@ -1489,10 +1489,15 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "/llama --overwrite (which replaces its log.jsonl and config.json)", None),
     ("bench: two checkpoints in one --ckpt", 'bench.py', ['--ckpt={root}/run/ckpt.pt,{root}/trun/ckpt.pt', '--device=cpu'],
      "names 2 paths apart by commas, and ckpt takes one", None),
+    ("sample: two checkpoints of the run in one --ckpt", 'sample.py',
+     ['--out_dir={root}/trun', '--ckpt=ckpt.pt,ckpt_folded.pt', '--device=cpu'],
+     "names 2 checkpoints in one: name one, --ckpt=ckpt.pt", None),
     ("train: two HF folders in one --init_from", 'train.py', [*T, '--init_from={root}/llama:{root}/llama_mha'],
      "names 2 paths apart by colons, and init_from takes one", None),
     ("resume: log.jsonl a link to nothing", 'train.py', [*R, '--out_dir={root}/deadlog'],
      "log.jsonl is a broken symbolic link (to ", None),
+    ("train: `tied_head = yes` in a config file", 'train.py', ['{root}/yaml_word.py', *T],
+     "yes is YAML's word for True, which Python does not know: write True", None),
     ("train: a number written with a leading zero in a config file", 'train.py', ['{root}/octal.py', *T],
      "016 has a leading zero, which Python does not take in a number: write 16", None),
     ("prepare_tinystories: Polish text in ISO-8859-2", 'prepare_tinystories.py',
@@ -1750,6 +1755,8 @@ def make_workspace(root, data_dir):
     shutil.copytree(f'{root}/half', f'{root}/linklog')
     os.replace(f'{root}/linklog/log.jsonl', f'{root}/logs/linklog.jsonl')
     os.symlink(f'{root}/logs/linklog.jsonl', f'{root}/linklog/log.jsonl')
+    os.link(f'{root}/linklog/config.json', f'{root}/logs/linklog.json')  # and its config.json a hard link
+    open(f'{root}/yaml_word.py', 'w').write('tied_head = yes\n')  # YAML's word in Python's form of a line
     open(f'{root}/octal.py', 'w').write('max_iters = 8\nbatch_size = 016\n')  # a number padded with a zero
     open(f'{root}/pl_iso.txt', 'wb').write(('Once upon a time.\n\n' + POLISH_L2 + '\n').encode('iso-8859-2'))
     open(f'{root}/de_dos.txt', 'wb').write(('Once upon a time.\n\n' + GERMAN + '\n').encode('cp850'))
@@ -2286,16 +2293,31 @@ def test_each_bad_input_is_one_sentence(outcomes, case):
 
 def test_a_resume_puts_its_log_in_place_of_a_link_and_says_so(outcomes):
     """A run writes its files in its own folder: a resume whose log.jsonl links to a log kept elsewhere notes the
-    link, puts the log (the linked rows, then the resumed ones) in its place, and leaves the linked file as it was."""
+    link, puts the log (the linked rows, then the resumed ones) in its place, and leaves the linked file as it was;
+    a config.json with another name (a hard link) is noted too, and its other name keeps what it held."""
     root = outcomes[3]
-    target = f'{root}/logs/linklog.jsonl'
-    before = open(target, 'rb').read()
+    target, other = f'{root}/logs/linklog.jsonl', f'{root}/logs/linklog.json'
+    before, config = open(target, 'rb').read(), open(other, 'rb').read()
     proc = run('train.py', '--init_from=resume', f'--out_dir={root}/linklog', '--stop_iter=24', '--device=cpu')
     assert 'log.jsonl is a symbolic link (to' in proc.stdout and 'keeps what it holds' in proc.stdout, proc.stdout
-    assert open(target, 'rb').read() == before
+    assert 'config.json has 1 other name (a hard link)' in proc.stdout, proc.stdout
+    assert open(target, 'rb').read() == before and open(other, 'rb').read() == config
     log = f'{root}/linklog/log.jsonl'
     assert not os.path.islink(log) and open(log, 'rb').read().startswith(before) and \
         json.loads(open(log).read().splitlines()[-1])['iter'] == 24
+
+
+def test_fold_puts_its_checkpoint_in_place_of_a_link_and_says_so(outcomes, tmp_path):
+    """fold.py over a ckpt_folded.pt that is a symbolic link (to a folder of models) notes it, writes its own file
+    in the link's place, and leaves the linked file as it was."""
+    root = outcomes[3]
+    shutil.copytree(f'{root}/trun', tmp_path / 'run')
+    os.replace(tmp_path / 'run' / 'ckpt_folded.pt', tmp_path / 'kept.pt')
+    os.symlink(tmp_path / 'kept.pt', tmp_path / 'run' / 'ckpt_folded.pt')
+    before = (tmp_path / 'kept.pt').read_bytes()
+    proc = run('fold.py', f'--out_dir={tmp_path / "run"}')
+    assert f"ckpt_folded.pt is a symbolic link (to {tmp_path / 'kept.pt'}): fold.py writes its own file" in proc.stdout
+    assert (tmp_path / 'kept.pt').read_bytes() == before and not os.path.islink(tmp_path / 'run' / 'ckpt_folded.pt')
 
 
 def test_no_file_that_existed_is_changed(outcomes):

@@ -57,7 +57,7 @@ from tokens import (data_tokenizer, inner_data, open_tokens, other_tokens, prepa
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
 # config file and --key=value; each flag says what it takes (configurator.py), and --help lists them.
 from configurator import (Flag, FlagError, configure_globals, dead_link, discard, elsewhere_remedy, flag, folder_kind, init_from_mistake,  # noqa: E402
-                          locked, note, script_path, write_failure, write_remedy)
+                          locked, note, replaced_link, script_path, write_failure, write_remedy)
 # I/O
 out_dir = flag('out', "the run's folder: ckpt.pt, log.jsonl, config.json", path='out',
                read_only_when=lambda values: values['eval_only'] or values['memory_plan'])  # they write nothing
@@ -702,14 +702,13 @@ if init_from == 'resume' and not memory_plan and not eval_only and unreadable_co
     fail(f"cannot resume: {unreadable_config(os.path.join(out_dir, 'config.json'))}, and the resume rewrites it from "
          f"the checkpoint, keeping any keys added to it: fix it, or move it aside (the resume then writes a new one)")
 if init_from == 'resume' and not memory_plan and not eval_only:
-    for name in ('log.jsonl', 'config.json'):  # a run writes its files in its own folder, never through a link
+    for name in ('ckpt.pt', 'log.jsonl', 'config.json', 'train_time.json'):  # written by renaming, never through a link
         link = os.path.join(out_dir, name)
         if os.path.islink(link) and not os.path.exists(link) and name == 'log.jsonl':
             fail(f"cannot resume: {link} is a broken symbolic link (to {os.readlink(link)}): point it at the run's "
                  f"log, or remove it to resume with a new log")
-        if os.path.islink(link) and os.path.exists(link):
-            note(f"{link} is a symbolic link (to {os.readlink(link)}): the run writes its {name} in its own folder, "
-                 f"so the resume puts the file in the link's place, and {os.readlink(link)} keeps what it holds")
+        if replaced_link(link, 'the resume'):
+            note(replaced_link(link, 'the resume'))
 if init_from != 'resume' and not memory_plan:  # a plan writes nothing
     if any(os.path.isfile(os.path.join(out_dir, f)) for f in ('train.bin', 'meta.json')):
         fail(f"out_dir={out_dir} is a data folder (it holds train.bin or meta.json): write the run elsewhere, "
