@@ -1444,6 +1444,14 @@ def missing_config_hint(path):
     near = difflib.get_close_matches(os.path.splitext(name)[0], stems, n=1, cutoff=0.8)
     if near:
         return f"; did you mean {os.path.join(folder, near[0] + '.py')}?"
+    configs = os.path.join(HERE, 'config')  # quick_cpu.py for config/quick_cpu.py: the repository's own configs
+    try:
+        ours = [f[:-3] for f in os.listdir(configs) if f.endswith('.py')]
+    except OSError:
+        ours = []
+    near = difflib.get_close_matches(os.path.splitext(name)[0], ours, n=1, cutoff=0.8)
+    if near and os.path.normpath(os.path.abspath(folder)) != os.path.normpath(configs):
+        return f"; did you mean {os.path.relpath(os.path.join(configs, near[0] + '.py'))}?"
     return " (arguments that are not --key=value name config files)"
 
 
@@ -1551,6 +1559,9 @@ def read_file(path, values, flags, prog):
                         f"the config file itself")
     if not path.lower().endswith('.py') and not piped and os.path.isfile(path + '.py'):
         raise FlagError(f"{named} is not a config file; did you mean {path}.py?")
+    if not path.lower().endswith('.py') and not piped and not os.path.exists(path) and \
+            missing_config_hint(path + '.py').startswith('; did you mean'):  # taper_internal_512: config/'s own
+        raise FlagError(f"{named} is not a config file{missing_config_hint(path + '.py')}")
     if not path.lower().endswith('.py') and not os.path.exists(path) and 'start' in flags:
         raise FlagError(f"{path!r} is neither a flag nor a config file: a prompt is given as --start=..., e.g. "
                         f"--start={shlex.quote(path)}")

@@ -1496,7 +1496,11 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "names 2 paths apart by colons, and init_from takes one", None),
     ("resume: log.jsonl a link to nothing", 'train.py', [*R, '--out_dir={root}/deadlog'],
      "log.jsonl is a broken symbolic link (to ", None),
-    ("train: `tied_head = yes` in a config file", 'train.py', ['{root}/yaml_word.py', *T],
+    ("train: the README's config named without its folder", 'train.py', ['quick_cpu.py', '--memory_plan'],
+     "config/quick_cpu.py?", None),
+    ("train: a config named without its folder and .py", 'train.py', ['taper_internal_512', '--memory_plan'],
+     "config/taper_internal_512.py?", None),
+    ("train: `tied_head = yes` in a config file", 'train.py', ['{root}/yaml_tied.py', *T],
      "yes is YAML's word for True, which Python does not know: write True", None),
     ("train: a number written with a leading zero in a config file", 'train.py', ['{root}/octal.py', *T],
      "016 has a leading zero, which Python does not take in a number: write 16", None),
@@ -1756,7 +1760,7 @@ def make_workspace(root, data_dir):
     os.replace(f'{root}/linklog/log.jsonl', f'{root}/logs/linklog.jsonl')
     os.symlink(f'{root}/logs/linklog.jsonl', f'{root}/linklog/log.jsonl')
     os.link(f'{root}/linklog/config.json', f'{root}/logs/linklog.json')  # and its config.json a hard link
-    open(f'{root}/yaml_word.py', 'w').write('tied_head = yes\n')  # YAML's word in Python's form of a line
+    open(f'{root}/yaml_tied.py', 'w').write('tied_head = yes\n')  # YAML's word in Python's form of a line
     open(f'{root}/octal.py', 'w').write('max_iters = 8\nbatch_size = 016\n')  # a number padded with a zero
     open(f'{root}/pl_iso.txt', 'wb').write(('Once upon a time.\n\n' + POLISH_L2 + '\n').encode('iso-8859-2'))
     open(f'{root}/de_dos.txt', 'wb').write(('Once upon a time.\n\n' + GERMAN + '\n').encode('cp850'))
