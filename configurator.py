@@ -652,29 +652,38 @@ START_SIGNS = MISREAD_SIGNS - set('¡¢£¥§©«®°»¿‚“”„†‡•�
 
 def misread_words(text):
     """The distinct words of text that read as text converted from the wrong encoding, when they are at least 2
-    and a tenth of the words past ASCII, and the text has words with letters past ASCII (its language's);
-    else []. Such a word holds signs of MISREAD_SIGNS between two letters, or begins with one of START_SIGNS
+    and a tenth of the words past ASCII, and the text has a letter past ASCII (its language's), or when one
+    holds a control character; else []. Such a word holds signs of MISREAD_SIGNS between two letters, or begins with one of START_SIGNS
     before a lowercase letter, or holds a capital past ASCII amid lowercase ones (French è read in DOS code page
-    850 as Þ), or a control character of 0x80-0x9f (Windows-1250's ś converted as ISO-8859-2). Running text
+    850 as Þ); a control character of 0x80-0x9f counts as such a sign (Windows-1250's ś converted as ISO-8859-2;
+    alone, as web text's stray bullet, it does not). Running text
     rarely has them: a quote against a word; "word…word" is why … is no such sign; "width×height" alone, in
     English, has no letters past ASCII. A sign after â, Â or Ã is UTF-8 read once as Windows-1252 ("â€œ" for a
     curly quote), which some datasets (TinyStories) hold as they are, and is left alone. JSON lines are read
     for their strings, which JSON may write with escapes (\\u0142)."""
     if text.lstrip()[:1] in ('{', '['):
-        strings = []
+        def strings(value):
+            if isinstance(value, str):
+                yield value
+            elif isinstance(value, (list, dict)):
+                for item in (value.values() if isinstance(value, dict) else value):
+                    yield from strings(item)
+        read = []
         for line in text.splitlines()[:-1]:  # the last may be cut short by the read
             try:
-                strings.append(json.dumps(json.loads(line), ensure_ascii=False))
+                read.extend(strings(json.loads(line)))
             except ValueError:
                 break
-        text = '\n'.join(strings) if strings else text
+        text = '\n'.join(read) if read else text
     words = set(re.findall(r'\S*[^\x00-\x7f]\S*', text))
     signs, start = (''.join(map(re.escape, sorted(chars))) for chars in (MISREAD_SIGNS, START_SIGNS))
-    misread = re.compile(rf'(?<=[^\W\d_])(?<![âÂÃ])[{signs}]+(?=[^\W\d_])|(?<![^\s"\'(])[{start}](?=[a-z]|[^\x00-\x7f])'
-                         rf'|[\x80-\x9f]|(?<=[^\W\d_A-Z])(?P<capital>[^\x00-\x7f])(?=[a-z])')
+    misread = re.compile(rf'(?<=[^\W\d_])(?<![âÂÃ])[{signs}\x80-\x9f]+(?=[^\W\d_])'
+                         rf'|(?<![^\s"\'(])[{start}\x80-\x9f](?=[a-z]|[^\x00-\x7f])'
+                         rf'|(?<=[^\W\d_A-Z])(?P<capital>[^\x00-\x7f])(?=[a-z])')
     bad = sorted(w for w in words if any(not m['capital'] or m['capital'].isupper() for m in misread.finditer(w)))
-    lettered = sum(any(c.isalpha() and not c.isascii() for c in w) for w in words)
-    return bad if len(bad) >= 2 and len(bad) >= 0.1 * len(words) and lettered >= 2 else []
+    lettered = any(c.isalpha() and not c.isascii() for w in words for c in w)
+    controls = any(re.search(r'[\x80-\x9f]', w) for w in bad)  # amid letters, never in text: one word is enough
+    return bad if controls or (len(bad) >= 2 and len(bad) >= 0.1 * len(words) and lettered) else []
 
 
 # The legacy one-byte encodings of the alphabets other than Latin that text files still come in, and the

@@ -426,6 +426,10 @@ def test_the_shell_command_a_refused_text_file_names_makes_one_the_prepare_reads
 
 @pytest.mark.parametrize('text, written, read', [(POLISH_L2_MORE, 'iso-8859-2', 'cp1250'),
                                                   (POLISH_L2_MORE, 'cp1250', 'iso-8859-2'),  # ś as a control character
+                                                  ('Dawno temu \u017cy\u0142a ma\u0142a dziewczynka. \u0179d\u017ab\u0142o '
+                                                   '\u0142\u0105ka.', 'cp1250', 'iso-8859-2'),  # one word, controls
+                                                  ('Es war einmal ein M\u00e4dchen. Gr\u00f6\u00dfe, \u00dcbermut, '
+                                                   '\u00c4rger.', 'cp1252', 'cp850'),  # Ü and Ä as box signs
                                                   ('\u015anieg pada\u0142, a \u015bwinka \u015bpiewa\u0142a pi\u0119kn\u0105 piosenk\u0119.', 'iso-8859-2',
                                                    'cp1250'),  # Śnieg, świnka, śpiewała: the signs at the words' starts
                                                   ('Dawno temu \u017cy\u0142a ma\u0142a dziewczynka. \u0179d\u017ab\u0142o '
