@@ -549,6 +549,10 @@ def not_utf8(key, path, chunk=16 << 20, subject=None, wanted=None):
     file otherwise fails deep inside one of them, or is read as mojibake. subject: how the sentence
     names the file (default: key=path)."""
     subject = subject or f"{key}={path}"
+    if compression(path) and compression(path)[0] == 'zip' and torch_checkpoint(path):  # ckpt.pt is a zip too
+        takes = re.sub(r'\s*\(default[^)]*\)$', '', wanted or '')
+        raise FlagError(f"{subject} is a PyTorch checkpoint (weights), not text: "
+                        + (f"{key} takes {takes}" if takes else "pass a UTF-8 text file"))
     if compression(path):  # a download not unpacked, wherever text is read (a prompt file too)
         name, unpack, ending = compression(path)
         text = path[:-len(ending)] if path.endswith(ending) else path + '.unpacked'
@@ -754,6 +758,16 @@ def legacy_encoding(data):
     lower = sum(c.islower() for c in high)
     return best if high and sum(c.lower() in LETTERS[LEGACY[best][1]] for c in high) >= 0.6 * len(high) \
         and likeness(best) >= 4.8 * lower else None
+
+
+def torch_checkpoint(path):
+    """Whether the zip file at path is one torch.save wrote: its pickle is <name>/data.pkl."""
+    import zipfile
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any(name.endswith('/data.pkl') or name == 'data.pkl' for name in archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
 
 
 def compression(path):
@@ -1630,6 +1644,10 @@ def read_file(path, values, flags, prog):
             advice = f"write `{ast.unparse(node.target)} = {meant}`"
             if meant == 'None' and spec is not None and spec.default is not None:  # the flag takes no None
                 advice = f"drop the line for {ast.unparse(node.target)}'s default ({spec.default!r})"
+            elif word and meant.startswith("'") and spec is not None and spec.type is not str:
+                # learning_rate: float, a type where the value goes: the flag takes a number (or True, False)
+                advice = (f"give {ast.unparse(node.target)} a value, which is {spec.rule()}, e.g. "
+                          f"`{ast.unparse(node.target)} = {spec.default!r}`")
             raise FlagError(f"config file {path}, line {node.lineno}: `{ast.unparse(node)}` assigns nothing "
                             f"(a YAML habit?): {advice}")
     argv = list(sys.argv)

@@ -458,6 +458,14 @@ def main(argv=None):
     twice = next((f for f, r in zip(files, real) if real.count(r) > 1), None)
     if twice:  # one file under two spellings too (a shell pattern and the name typed again)
         raise SystemExit(f"--summary would plan {twice} more than once (it is named twice): name each config file once")
+    replaced = sorted({(key, path, own[key]) for path in files for own in [resolve([path])]
+                       for key, value in resolve([path, *flags]).items() if key in own and own[key] != value
+                       and any(f[2:].partition('=')[0] == key for f in flags)})
+    if replaced:  # --n_embd=64 beside config files of other widths: every row is planned at 64
+        key, path, own = replaced[0]
+        print(f"note: the flags apply to every config file of the summary, over the files' own values (--{key} "
+              f"replaces {path}'s {key}={own!r}" + (f", and {len(replaced) - 1} more" if len(replaced) > 1 else "")
+              + ")")
     rows = []  # every row planned before the table starts: a refused config leaves no half table
     for path in files:
         config = hf_shaped(checked(resolve([path, *flags]), [path, *flags]), [path, *flags])

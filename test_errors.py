@@ -1496,6 +1496,14 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "names 2 paths apart by colons, and init_from takes one", None),
     ("resume: log.jsonl a link to nothing", 'train.py', [*R, '--out_dir={root}/deadlog'],
      "log.jsonl is a broken symbolic link (to ", None),
+    ("train: a type where a config file's value goes (`learning_rate: float`)", 'train.py', ['{root}/ann_float.py', *T],
+     "give learning_rate a value, which is a number, above 0, e.g. `learning_rate = ", None),
+    ("sample: a checkpoint as the prompt file", 'sample.py', ['--out_dir={root}/run', '--start=FILE:{root}/run/ckpt.pt',
+                                                             '--device=cpu'],
+     "ckpt.pt is a PyTorch checkpoint (weights), not text: pass a UTF-8 text file", None),
+    ("prepare_tinystories: a checkpoint as the text", 'prepare_tinystories.py',
+     ['--input_file={root}/run/ckpt.pt', '--out_dir={root}/ckprep'], "ckpt.pt is a PyTorch checkpoint (weights), not "
+     "text: input_file takes plain text", None),
     ("train: the README's config named without its folder", 'train.py', ['quick_cpu.py', '--memory_plan'],
      "config/quick_cpu.py?", None),
     ("train: a config named without its folder and .py", 'train.py', ['taper_internal_512', '--memory_plan'],
@@ -1761,6 +1769,7 @@ def make_workspace(root, data_dir):
     os.symlink(f'{root}/logs/linklog.jsonl', f'{root}/linklog/log.jsonl')
     os.link(f'{root}/linklog/config.json', f'{root}/logs/linklog.json')  # and its config.json a hard link
     open(f'{root}/yaml_tied.py', 'w').write('tied_head = yes\n')  # YAML's word in Python's form of a line
+    open(f'{root}/ann_float.py', 'w').write('learning_rate: float\n')  # a type where the value goes
     open(f'{root}/octal.py', 'w').write('max_iters = 8\nbatch_size = 016\n')  # a number padded with a zero
     open(f'{root}/pl_iso.txt', 'wb').write(('Once upon a time.\n\n' + POLISH_L2 + '\n').encode('iso-8859-2'))
     open(f'{root}/de_dos.txt', 'wb').write(('Once upon a time.\n\n' + GERMAN + '\n').encode('cp850'))
@@ -2257,6 +2266,8 @@ ACCEPTED = [  # (case, script, arguments, environment)
     ('sample: a prompt that begins with @', 'sample.py', ['--out_dir={root}/run', '--device=cpu', '--start=@everyone',
                                                            '--max_new_tokens=2'], None),
     ('a config file saved with a byte-order mark', 'train.py', ['{root}/bom.py', *T, '--memory_plan'], None),
+    ('a finished run evaluated with --eval_only beside a max_iters no longer past warmup_iters', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/run', '--max_iters=2', '--eval_only', '--device=cpu'], None),
     ('a config file with a helper function of its own', 'train.py', ['{root}/helper_fn.py', *T, '--memory_plan'], None),
     ('a config file that computes a value in a loop', 'train.py', ['{root}/loop_ok.py', *T, '--memory_plan'], None),
     ('sample: a prompt file named with ~ after FILE:', 'sample.py', ['--out_dir={root}/run', '--device=cpu',
@@ -2322,6 +2333,16 @@ def test_fold_puts_its_checkpoint_in_place_of_a_link_and_says_so(outcomes, tmp_p
     proc = run('fold.py', f'--out_dir={tmp_path / "run"}')
     assert f"ckpt_folded.pt is a symbolic link (to {tmp_path / 'kept.pt'}): fold.py writes its own file" in proc.stdout
     assert (tmp_path / 'kept.pt').read_bytes() == before and not os.path.islink(tmp_path / 'run' / 'ckpt_folded.pt')
+
+
+def test_a_summary_says_that_its_flags_replace_the_config_files_own_values():
+    """memory.py --summary plans each config file with the flags given after them: a flag that replaces a file's own
+    value (--n_embd=64 beside a file of width 128) is noted, naming the file and its value; none is noted without."""
+    files = ['config/taper_internal_64.py', 'config/taper_internal_128.py']
+    proc = run('memory.py', '--summary', *files, '--n_embd=64')
+    assert "note: the flags apply to every config file of the summary" in proc.stdout and \
+        "--n_embd replaces config/taper_internal_128.py's n_embd=128" in proc.stdout, proc.stdout
+    assert 'note:' not in run('memory.py', '--summary', *files).stdout
 
 
 def test_no_file_that_existed_is_changed(outcomes):

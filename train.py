@@ -366,10 +366,10 @@ def check_config():
              f"--out_dir")
     if min_lr > learning_rate:
         fail(f"min_lr={min_lr} must not exceed learning_rate={learning_rate}")
-    if warmup_iters >= max_iters:
+    if warmup_iters >= max_iters and not eval_only:  # an evaluation takes no step: its schedule is no matter
         fail(f"warmup_iters={warmup_iters} is not below max_iters={max_iters}: the learning rate would never reach "
              f"its peak; lower warmup_iters")
-    if warmup_iters >= lr_decay_iters:
+    if warmup_iters >= lr_decay_iters and not eval_only:
         fail(f"warmup_iters={warmup_iters} must be below lr_decay_iters={lr_decay_iters}: the cosine "
              f"decay runs from the end of warmup to lr_decay_iters")
     if n_embd % n_head:
