@@ -1504,6 +1504,8 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ("prepare_tinystories: a checkpoint as the text", 'prepare_tinystories.py',
      ['--input_file={root}/run/ckpt.pt', '--out_dir={root}/ckprep'], "ckpt.pt is a PyTorch checkpoint (weights), not "
      "text: input_file takes plain text", None),
+    ("resume: a stop_iter the finished run has passed", 'train.py', [*R, '--stop_iter=4'],
+     "raise it, or pass --eval_only instead of --stop_iter to evaluate the checkpoint", None),
     ("train: the README's config named without its folder", 'train.py', ['quick_cpu.py', '--memory_plan'],
      "config/quick_cpu.py?", None),
     ("train: a config named without its folder and .py", 'train.py', ['taper_internal_512', '--memory_plan'],

@@ -355,7 +355,8 @@ def check_config():
         by_hand = (f" (config.json's {key}={edited!r} is not read: a resume takes the checkpoint's config, and a "
                    f"flag changes it: --{key}={edited})" if isinstance(edited, int) and edited > done else "")
         fail(f"the run in {out_dir} is already at iter {done}, so {key}={stop_iter or max_iters} leaves nothing to "
-             f"train{by_hand}: raise it, or pass --eval_only to evaluate the checkpoint")
+             f"train{by_hand}: raise it, or pass --eval_only{' instead of --stop_iter' if stop_iter else ''} to "
+             f"evaluate the checkpoint")
     held = RESUMED.get('config', {})  # a flag that would make the resumed model another: before the rules below,
     remade = [k for k in GPTConfig.__dataclass_fields__ if k in flagged and k in held and held[k] != config[k]
               and k not in RESUME_MAY_CHANGE]  # whose advice is for a new run
@@ -1075,7 +1076,8 @@ elif init_from == 'resume':
              f"--reschedule to follow the new schedule from iter {iter_num} on")
     if not eval_only and iter_num >= end_iter:
         fail(f"the run in {out_dir} is already at iter {iter_num}, so {'stop_iter' if stop_iter else 'max_iters'}"
-             f"={end_iter} leaves nothing to train: raise it, or pass --eval_only to evaluate the checkpoint")
+             f"={end_iter} leaves nothing to train: raise it, or pass --eval_only"
+             f"{' instead of --stop_iter' if stop_iter else ''} to evaluate the checkpoint")
     if not eval_only and all(get_lr(it) == 0 for it in range(iter_num, end_iter)):
         fail(f"every step from iter {iter_num} to {end_iter} would run at learning rate 0 (min_lr={min_lr} past "
              f"lr_decay_iters={lr_decay_iters}), so nothing would train: raise --lr_decay_iters to {end_iter} (the "
