@@ -337,6 +337,8 @@ def dead_link(path, what='the file', named=True):
                 f"or {f'remove it and name {what} itself' if named else f'put {what} in its place'}")
     return (f"{path} lies in {link}, a broken symbolic link (to {target}, missing or a loop): point "
             f"{link} at the folder it stood for, or name {what} by another path")
+
+
 def replaced_link(path, what):
     """A note for a file that a script replaces by renaming its new one over it (what: 'the resume', 'fold.py')
     when path is a symbolic link, or has other names (a hard link): the new file takes path's place alone, and
@@ -657,10 +659,10 @@ START_SIGNS = MISREAD_SIGNS - set('¡¢£¥§©«®°»¿‚“”„†‡•�
 def misread_words(text):
     """The distinct words of text that read as text converted from the wrong encoding, when they are at least 2
     and a tenth of the words past ASCII, and the text has a letter past ASCII (its language's), or when one
-    holds a control character; else []. Such a word holds signs of MISREAD_SIGNS between two letters, or begins with one of START_SIGNS
-    before a lowercase letter, or holds a capital past ASCII amid lowercase ones (French è read in DOS code page
-    850 as Þ); a control character of 0x80-0x9f counts as such a sign (Windows-1250's ś converted as ISO-8859-2;
-    alone, as web text's stray bullet, it does not). Running text
+    holds a control character; else []. Such a word holds signs of MISREAD_SIGNS between two letters, or
+    begins with one of START_SIGNS before a lowercase letter, or holds a capital past ASCII amid lowercase ones
+    (French è read in DOS code page 850 as Þ); a control character of 0x80-0x9f counts as such a sign
+    (Windows-1250's ś converted as ISO-8859-2; alone, as web text's stray bullet, it does not). Running text
     rarely has them: a quote against a word; "word…word" is why … is no such sign; "width×height" alone, in
     English, has no letters past ASCII. A sign after â, Â or Ã is UTF-8 read once as Windows-1252 ("â€œ" for a
     curly quote), which some datasets (TinyStories) hold as they are, and is left alone. JSON lines are read
@@ -781,14 +783,16 @@ def compression(path):
 SEPARATORS = {',': 'commas', ';': 'semicolons', ':': 'colons', None: 'spaces'}  # None: any white space
 
 
-def split_paths(value):
+def split_paths(value, base=''):
     """The paths of a value that names nothing itself but is several existing paths joined (run1,run2;
-    "run1 run2"; run1:run2, as PATH is written), with the word for what joins them; else None."""
-    if not isinstance(value, str) or os.path.lexists(os.path.expanduser(value)):
+    "run1 run2"; run1:run2, as PATH is written), with the word for what joins them; else None. base: the
+    folder relative paths lie in (a run's folder, for --ckpt)."""
+    there = lambda p: os.path.lexists(os.path.join(base, os.path.expanduser(p)))  # noqa: E731
+    if not isinstance(value, str) or there(value):
         return None
     for sep, word in SEPARATORS.items():
         parts = [p.strip() for p in value.split(sep)]
-        if len(parts) > 1 and all(p and os.path.lexists(os.path.expanduser(p)) for p in parts):
+        if len(parts) > 1 and all(p and there(p) for p in parts):
             return parts, word
     return None
 
@@ -1460,21 +1464,15 @@ def missing_config_hint(path):
     if elsewhere_hint(path):
         return elsewhere_hint(path)
     folder, name = os.path.split(path)
-    try:
-        stems = [f[:-3] for f in os.listdir(folder or '.') if f.endswith('.py')]
-    except OSError:
-        stems = []
-    near = difflib.get_close_matches(os.path.splitext(name)[0], stems, n=1, cutoff=0.8)
-    if near:
-        return f"; did you mean {os.path.join(folder, near[0] + '.py')}?"
-    configs = os.path.join(HERE, 'config')  # quick_cpu.py for config/quick_cpu.py: the repository's own configs
-    try:
-        ours = [f[:-3] for f in os.listdir(configs) if f.endswith('.py')]
-    except OSError:
-        ours = []
-    near = difflib.get_close_matches(os.path.splitext(name)[0], ours, n=1, cutoff=0.8)
-    if near and os.path.normpath(os.path.abspath(folder)) != os.path.normpath(configs):
-        return f"; did you mean {os.path.relpath(os.path.join(configs, near[0] + '.py'))}?"
+    configs = os.path.join(HERE, 'config')  # then quick_cpu.py for config/quick_cpu.py: the repository's own
+    for where, shown in ((folder or '.', folder), (configs, os.path.relpath(configs))):
+        try:
+            stems = [f[:-3] for f in os.listdir(where) if f.endswith('.py')]
+        except OSError:
+            continue
+        near = difflib.get_close_matches(os.path.splitext(name)[0], stems, n=1, cutoff=0.8)
+        if near:
+            return f"; did you mean {os.path.join(shown, near[0] + '.py')}?"
     return " (arguments that are not --key=value name config files)"
 
 

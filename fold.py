@@ -534,8 +534,8 @@ def main(argv=None):
         fail(f"a train.py is training in {os.path.dirname(os.path.abspath(out))} right now, and {out} would sit "
              f"beside that run: fold once it ends, or write the folded file elsewhere with --out=<a path in "
              f"another folder>")
-    if replaced_link(out, 'fold.py'):  # ckpt_folded.pt a link, e.g. to a shared folder of models
-        print(f"note: {replaced_link(out, 'fold.py')}")
+    if said := replaced_link(out, 'fold.py'):  # ckpt_folded.pt a link, e.g. to a shared folder of models
+        print(f"note: {said}")
     if args.export_hf is not None:
         from hf import check_exportable
         try:

@@ -629,13 +629,12 @@ def missing_hint(out_dir, ckpt, otherwise, init_from=False, run_flag='out_dir', 
     meant (ckpt_folded for ckpt_folded.pt), else, for a folded one, fold_hint, else otherwise. init_from:
     the script reads an HF model with --init_from too; run_flag: the flag that names a run ('out_dir', or
     bench.py's 'ckpt'); folded_ok: the script reads a folded checkpoint too (all but fold.py)."""
-    from configurator import SEPARATORS, elsewhere_remedy
+    from configurator import elsewhere_remedy, split_paths
     path = os.path.join(out_dir, ckpt)
-    for sep in SEPARATORS:  # ckpt.pt,ckpt_folded.pt: several checkpoints of out_dir (or paths) in one value
-        parts = [p.strip() for p in ckpt.split(sep)]
-        if len(parts) > 1 and all(p and os.path.isfile(os.path.join(out_dir, p)) for p in parts):
-            return (f"--ckpt={ckpt} names {len(parts)} checkpoints in one: name one, --ckpt={parts[0]}, and run "
-                    f"the script again for each of the others")
+    several = split_paths(ckpt, base=out_dir)  # ckpt.pt,ckpt_folded.pt: several checkpoints of out_dir in one value
+    if several:
+        return (f"--ckpt={ckpt} names {len(several[0])} checkpoints in one: name one, --ckpt={several[0][0]}, and "
+                f"run the script again for each of the others")
     if replaced_hint(os.path.dirname(path)):
         return replaced_hint(os.path.dirname(path))
     named, key = (path, 'ckpt') if run_flag == 'ckpt' else (out_dir, 'out_dir')

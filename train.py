@@ -297,6 +297,14 @@ def run_origin(folder):
     return origin if isinstance(origin, str) and origin.strip() and origin != 'resume' else 'scratch'
 
 
+def nothing_to_train(done, key, value, by_hand=''):
+    """The sentence for a resume whose key (max_iters or stop_iter) = value is not past the run's iter done;
+    by_hand: what config.json, edited to go on, gives instead."""
+    return (f"the run in {out_dir} is already at iter {done}, so {key}={value} leaves nothing to train{by_hand}: "
+            f"raise it, or pass --eval_only{' instead of --stop_iter' if key == 'stop_iter' else ''} to evaluate "
+            f"the checkpoint")
+
+
 def check_resumable():
     """A resume needs a checkpoint of this repository in out_dir: checked before the data, whose folder
     the checkpoint's config names."""
@@ -354,9 +362,7 @@ def check_config():
             edited = None
         by_hand = (f" (config.json's {key}={edited!r} is not read: a resume takes the checkpoint's config, and a "
                    f"flag changes it: --{key}={edited})" if isinstance(edited, int) and edited > done else "")
-        fail(f"the run in {out_dir} is already at iter {done}, so {key}={stop_iter or max_iters} leaves nothing to "
-             f"train{by_hand}: raise it, or pass --eval_only{' instead of --stop_iter' if stop_iter else ''} to "
-             f"evaluate the checkpoint")
+        fail(nothing_to_train(done, key, stop_iter or max_iters, by_hand))
     held = RESUMED.get('config', {})  # a flag that would make the resumed model another: before the rules below,
     remade = [k for k in GPTConfig.__dataclass_fields__ if k in flagged and k in held and held[k] != config[k]
               and k not in RESUME_MAY_CHANGE]  # whose advice is for a new run
@@ -672,6 +678,8 @@ for name in ('ckpt.pt', 'config.json', 'log.jsonl', 'train_time.json'):  # the f
         if os.path.isdir(path) and not (memory_plan or eval_only):
             fail(f"{path} is a folder where the run writes its {name}{' first' if path.endswith('.tmp') else ''}: "
                  f"remove or rename it, or choose another out_dir")
+
+
 def hand_edits(path, held):
     """{key: (value in config.json, the checkpoint's)} for each setting the run's config.json at path gives
     otherwise than its checkpoint's config held (an edit by hand, which a resume does not read)."""
@@ -708,8 +716,8 @@ if init_from == 'resume' and not memory_plan and not eval_only:
         if os.path.islink(link) and not os.path.exists(link) and name == 'log.jsonl':
             fail(f"cannot resume: {link} is a broken symbolic link (to {os.readlink(link)}): point it at the run's "
                  f"log, or remove it to resume with a new log")
-        if replaced_link(link, 'the resume'):
-            note(replaced_link(link, 'the resume'))
+        if said := replaced_link(link, 'the resume'):
+            note(said)
 if init_from != 'resume' and not memory_plan:  # a plan writes nothing
     if any(os.path.isfile(os.path.join(out_dir, f)) for f in ('train.bin', 'meta.json')):
         fail(f"out_dir={out_dir} is a data folder (it holds train.bin or meta.json): write the run elsewhere, "
@@ -1075,9 +1083,7 @@ elif init_from == 'resume':
              f"the schedule of the run in progress at iter {iter_num}; keep the checkpoint's values, or pass "
              f"--reschedule to follow the new schedule from iter {iter_num} on")
     if not eval_only and iter_num >= end_iter:
-        fail(f"the run in {out_dir} is already at iter {iter_num}, so {'stop_iter' if stop_iter else 'max_iters'}"
-             f"={end_iter} leaves nothing to train: raise it, or pass --eval_only"
-             f"{' instead of --stop_iter' if stop_iter else ''} to evaluate the checkpoint")
+        fail(nothing_to_train(iter_num, 'stop_iter' if stop_iter else 'max_iters', end_iter))
     if not eval_only and all(get_lr(it) == 0 for it in range(iter_num, end_iter)):
         fail(f"every step from iter {iter_num} to {end_iter} would run at learning rate 0 (min_lr={min_lr} past "
              f"lr_decay_iters={lr_decay_iters}), so nothing would train: raise --lr_decay_iters to {end_iter} (the "
