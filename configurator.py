@@ -1413,9 +1413,19 @@ def checkpoint_hint(path, flags, prog=None):
     if prog == 'memory.py' and (run or path.endswith(('.pt', '.ckpt'))):  # a run's plan is train.py's
         return (f"; a run's plan is `python {script_path('train.py')} --init_from=resume --out_dir={shlex.quote(folder or '.')} --memory_plan` "
                 f"(it takes its settings from its checkpoint)")
+    trains = 'init_from' in flags and 'out_dir' in flags and 'ckpt' not in flags  # train.py
+    done = finished(folder or '.') if trains and (run or path.endswith(('.pt', '.ckpt'))) else None
+    further = (f"the run in {folder or '.'} has finished (iter {done[0]} of max_iters={done[1]}): train it further with --init_from=resume "
+               f"--out_dir={shlex.quote(folder or '.')} --max_iters=<above {done[1]}>") if done else ''
     if run:
         path, name = os.path.join(folder, 'ckpt.pt'), 'ckpt.pt'
-        if 'init_from' in flags and 'out_dir' in flags and 'ckpt' not in flags:  # train.py
+        if trains and done:  # to run its settings again: they are written out as a config file
+            settings = os.path.join(folder, 'config.json')
+            return (f"; {settings} is that run's record of its settings, and {further}, or train its settings again "
+                    f"in a new folder: `python -c \"import json; print(*(f'{{k}} = {{v!r}}' for k, v in json.load(open("
+                    f"{settings!r})).items() if k != 'out_dir'), sep=chr(10))\" > rerun.py` writes them as a config "
+                    f"file, then `python {script_path('train.py')} rerun.py --out_dir=<a new folder>`")
+        if trains:
             return (f"; {folder or '.'}/config.json is that run's record of its settings: continue the run with "
                     f"--init_from=resume --out_dir={folder or '.'} (it takes its settings from its checkpoint)")
     if not path.endswith(('.pt', '.ckpt')):
@@ -1425,8 +1435,23 @@ def checkpoint_hint(path, flags, prog=None):
     if 'ckpt' in flags:  # sample, evaluate, diagnose: a file in a run's folder
         return f"; a run's checkpoint is read with --out_dir={folder or '.'}" + (f" --ckpt={name}" if name != 'ckpt.pt' else "")
     if 'init_from' in flags and 'out_dir' in flags:  # train.py
-        return f"; a run is continued with --init_from=resume --out_dir={folder or '.'}"
+        return f"; {further}" if done else f"; a run is continued with --init_from=resume --out_dir={folder or '.'}"
     return ""
+
+
+def finished(folder):
+    """(the last iter log.jsonl records, max_iters) when the run in folder has logged its max_iters, else None."""
+    try:
+        with open(os.path.join(folder, 'config.json'), encoding='utf-8-sig') as f:
+            end = json.load(f).get('max_iters')
+        with open(os.path.join(folder, 'log.jsonl'), 'rb') as f:
+            skip = f.seek(max(0, os.path.getsize(os.path.join(folder, 'log.jsonl')) - 65536)) > 0  # its last rows,
+            rows = [json.loads(line) for line in f.read().decode('utf-8', 'replace').splitlines()[skip:]  # whole
+                    if line.strip().startswith('{') and line.strip().endswith('}')]
+    except (OSError, ValueError, AttributeError):
+        return None
+    last = max((row['iter'] for row in rows if isinstance(row, dict) and isinstance(row.get('iter'), int)), default=None)
+    return (last, end) if isinstance(end, int) and last is not None and last >= end else None
 
 
 def in_repository(path):

@@ -10,8 +10,11 @@ import gzip
 import hashlib
 import json
 import lzma
+import math
 import os
+import re
 import shutil
+import subprocess
 import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -139,8 +142,14 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('wandb without the package', 'train.py', [*T, '--wandb_log'], 'pip install wandb',
      {'PYTHONPATH': '{root}/no_wandb'}),  # a wandb that fails to import, installed or not
     ('a config file that is not Python', 'train.py', ['{root}/cfg.json', *T], 'is not a config file', None),
-    ("a run's config.json as a config file", 'train.py', ['{root}/run/config.json', *T],
+    ("a stopped run's config.json as a config file", 'train.py', ['{root}/half/config.json', *T],
      "is that run's record of its settings: continue the run with --init_from=resume", None),
+    ("a finished run's config.json as a config file", 'train.py', ['{root}/run/config.json', *T],
+     "/run has finished (iter 8 of max_iters=8): train it further with --init_from=resume --out_dir=", None),
+    ("a finished run's checkpoint as a config file", 'train.py', ['{root}/trun/ckpt.pt', *T],
+     "/trun has finished (iter 40 of max_iters=40): train it further with --init_from=resume", None),
+    ("a stopped run's checkpoint as a config file", 'train.py', ['{root}/half/ckpt.pt', *T],
+     "; a run is continued with --init_from=resume --out_dir=", None),
     ("sample: a run's config.json as a config file", 'sample.py', ['{root}/run/config.json'],
      "a run's checkpoint is read with --out_dir=", None),
     ('init_from misspelt', 'train.py', [*T, '--init_from=resum'], 'did you mean --init_from=resume', None),
@@ -716,7 +725,21 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     # a run folder whose files are of two runs, or whose data changed under it
     ('resume a checkpoint copied in from another run', 'train.py',
      ['--init_from=resume', '--out_dir={root}/swapped', '--device=cpu', '--max_iters=60', '--lr_decay_iters=60'],
-     'is not the whole log of', None),
+     "swapped/ckpt.pt is another run's checkpoint (its model has taper='internal', aux_loss='fixed', where "
+     "config.json here records taper='none', aux_loss='none', and log.jsonl here lacks its evaluation at iter 40", None),
+    ("resume a ckpt.pt that links to another run's checkpoint", 'train.py',
+     ['--init_from=resume', '--out_dir={root}/linkedckpt', '--device=cpu', '--max_iters=60', '--lr_decay_iters=60'],
+     "linkedckpt/ckpt.pt is a link to", None),
+    ("resume a ckpt.pt that links to another run's checkpoint, its log moved aside", 'train.py',
+     ['--init_from=resume', '--out_dir={root}/linkednolog', '--device=cpu', '--max_iters=60', '--lr_decay_iters=60'],
+     "trun/ckpt.pt, another run's checkpoint (its model has taper='internal', aux_loss='fixed', where config.json here "
+     "records taper='none', aux_loss='none'): put this run's own ckpt.pt in the link's place, or resume that run in its own folder with --out_dir=", None),
+    ("resume a ckpt.pt that links to a checkpoint of the same setting whose evaluation the log lacks", 'train.py',
+     ['--init_from=resume', '--out_dir={root}/linkedtwin', '--device=cpu', '--max_iters=60', '--lr_decay_iters=60'],
+     "another run's checkpoint (log.jsonl here lacks its evaluation at iter 8)", None),
+    ("resume a run whose log.jsonl is another run's", 'train.py',  # the checkpoint and config.json agree: the log is odd
+     ['--init_from=resume', '--out_dir={root}/mixedlog', '--device=cpu', '--max_iters=60', '--lr_decay_iters=60'],
+     "mixedlog/log.jsonl is not the whole log of", None),
     ('a resume whose every step runs at learning rate 0', 'train.py',
      ['--init_from=resume', '--out_dir={root}/run', '--device=cpu', '--max_iters=12', '--min_lr=0'],
      'would run at learning rate 0 (min_lr=0.0 past lr_decay_iters=8)', None),
@@ -2024,6 +2047,17 @@ def make_workspace(root, data_dir):
     shutil.copy(f'{root}/trun/ckpt.pt', f'{root}/swapped/ckpt.pt')
     shutil.copytree(f'{root}/trun', f'{root}/swapcfg')  # a tapered run's folder given a Baseline's config.json
     shutil.copy(f'{root}/run/config.json', f'{root}/swapcfg/config.json')
+    for name in ('linkedckpt', 'linkednolog'):  # a Baseline's folder whose ckpt.pt links to a tapered run's
+        shutil.copytree(f'{root}/run', f'{root}/{name}')
+        os.remove(f'{root}/{name}/ckpt.pt')
+        os.symlink(f'{root}/trun/ckpt.pt', f'{root}/{name}/ckpt.pt')
+    os.rename(f'{root}/linkednolog/log.jsonl', f'{root}/linkednolog/log.jsonl.old')  # the log moved aside
+    shutil.copytree(f'{root}/run', f'{root}/twin')  # a Baseline's folder whose ckpt.pt links to another Baseline's
+    torch.save(torch.load(f'{root}/run/ckpt.pt', weights_only=True) | {'eval_row': json.dumps(
+        {'iter': 8, 'gate': 1.0, 'eval_gate': 1.0, 'loss': 9.0, 'val_loss': 9.0})}, f'{root}/twin/ckpt.pt')
+    shutil.copytree(f'{root}/run', f'{root}/linkedtwin')
+    os.remove(f'{root}/linkedtwin/ckpt.pt')
+    os.symlink(f'{root}/twin/ckpt.pt', f'{root}/linkedtwin/ckpt.pt')
     shutil.copytree(f'{root}/run', f'{root}/mixedlog')  # a Baseline's folder given a tapered run's log
     shutil.copy(f'{root}/trun/log.jsonl', f'{root}/mixedlog/log.jsonl')
     open(f'{root}/bom.py', 'w', encoding='utf-8-sig').write('learning_rate = 1e-3\n')
@@ -2322,6 +2356,25 @@ def test_a_resume_puts_its_log_in_place_of_a_link_and_says_so(outcomes):
     log = f'{root}/linklog/log.jsonl'
     assert not os.path.islink(log) and open(log, 'rb').read().startswith(before) and \
         json.loads(open(log).read().splitlines()[-1])['iter'] == 24
+
+
+def test_a_finished_runs_settings_given_as_a_config_file_train_again_as_advised(outcomes, tmp_path):
+    """A finished run's config.json named as a config file is told how to train those settings again: the
+    command it gives, run in a shell, writes a config file from which train.py trains the same run again (the same
+    seed and data: the same losses, row for row), and the run's own folder is left as it was."""
+    root = outcomes[3]
+    shutil.copytree(f'{root}/run', tmp_path / 'done')
+    before = digest(tmp_path / 'done')
+    proc = run('train.py', str(tmp_path / 'done' / 'config.json'), check=False, cwd=tmp_path)
+    assert proc.returncode == 1 and 'has finished (iter 8 of max_iters=8)' in proc.stderr, proc.stderr
+    write = re.search(r"`(python -c .*? > rerun\.py)`", proc.stderr).group(1)
+    subprocess.run(write, shell=True, cwd=tmp_path, check=True)
+    run('train.py', 'rerun.py', f'--out_dir={tmp_path / "again"}', cwd=tmp_path)
+    rows = [[json.loads(line) for line in open(folder / 'log.jsonl')] for folder in (tmp_path / 'done', tmp_path / 'again')]
+    assert [r['iter'] for r in rows[0]] == [r['iter'] for r in rows[1]]
+    for old, new in zip(*rows):  # the same computation again: equal up to rounding at worst
+        assert math.isclose(old['loss'], new['loss'], rel_tol=1e-6), (old, new)
+    assert digest(tmp_path / 'done') == before
 
 
 def test_fold_puts_its_checkpoint_in_place_of_a_link_and_says_so(outcomes, tmp_path):

@@ -692,6 +692,31 @@ def hand_edits(path, held):
             if k in edited and edited[k] != held[k] and k not in PER_INVOCATION + ('out_dir',)}
 
 
+def foreign_checkpoint(checkpoint, in_log):
+    """Why out_dir's ckpt.pt, loaded as checkpoint, reads as another run's than the one this folder's config.json
+    and log.jsonl record (None when it does not). in_log: log.jsonl holds the checkpoint's evaluation, or there is
+    no log to ask. A link into another folder is another run's when config.json records another model, or the
+    log lacks its evaluation; a copy, when both do (one alone is a hand edit, or a log of another run)."""
+    models = {k: v for k, v in hand_edits(os.path.join(out_dir, 'config.json'), checkpoint['config']).items()
+              if k in GPTConfig.__dataclass_fields__ and k not in RESUME_MAY_CHANGE}  # norm, taper, a shape
+    differs = models and (f"{', '.join(f'{k}={then!r}' for k, (now, then) in models.items())}, where config.json "
+                          f"here records {', '.join(f'{k}={now!r}' for k, (now, then) in models.items())}")
+    unlogged = f"log.jsonl here lacks its evaluation at iter {checkpoint['iter_num']}" if not in_log else ''
+    target = os.path.realpath(ckpt_path)
+    if os.path.islink(ckpt_path) and os.path.dirname(target) != os.path.realpath(out_dir) and (models or unlogged):
+        theirs = os.path.dirname(target)
+        return (f"{ckpt_path} is a link to {target}, another run's checkpoint ({f'its model has {differs}' if differs else unlogged}): "
+                f"put this run's own ckpt.pt in the link's place" + (
+                    f", or resume that run in its own folder with --out_dir={theirs}"
+                    if ours(os.path.join(theirs, 'config.json')) else ""))
+    if models and unlogged:
+        where = checkpoint['config'].get('out_dir')
+        return (f"{ckpt_path} is another run's checkpoint (its model has {differs}, and {unlogged}"
+                + (f"; it was written in {where}" if isinstance(where, str) and where != out_dir else "")
+                + "): put this run's own ckpt.pt back")
+    return None
+
+
 def unreadable_config(path):
     """Why a resume may not rewrite out_dir's config.json (None if it may): a hand edit left it invalid JSON,
     or it is not a run's config, and the keys a user added to it (kept by a resume) would be lost."""
@@ -1008,7 +1033,10 @@ elif init_from == 'resume':
     if not same_tokenizer(checkpoint.get('tokenizer'), tokenizer):
         fail(f"cannot resume: {other_tokens(data_dir, checkpoint, f'the run in {out_dir}')}")
     mark = checkpoint.get('eval_row')  # the evaluation it was saved after; None in older checkpoints
-    if master and mark is not None and os.path.isfile(log_path) and not logged(json.loads(mark), log_path):
+    in_log = not (master and mark is not None and os.path.isfile(log_path)) or logged(json.loads(mark), log_path)
+    if master and (why := foreign_checkpoint(checkpoint, in_log)):  # checked before the log is blamed
+        fail(f"cannot resume: {why}")
+    if not in_log:
         edited = changed_row(json.loads(mark), log_path)
         fail(f"cannot resume: {log_path} is not the whole log of {ckpt_path}: the checkpoint's evaluation at iter "
              f"{json.loads(mark)['iter']} is not among its rows " + (
