@@ -351,7 +351,7 @@ def main(argv=None):
         fail(str(e))
     if args.plot is not None:
         check_plot(args.plot, args.out_dir)
-    path, elsewhere = run_checkpoint(args.out_dir, args.ckpt)
+    path, elsewhere = run_checkpoint(args.out_dir, args.ckpt, 'diagnose')
     if elsewhere:
         print(f"note: {elsewhere}")
     replaced_run(os.path.dirname(path), 'diagnose')

@@ -124,7 +124,7 @@ def load_model():
             family = 'GPT-2' if model.config.arch == 'gpt2' else 'Llama'
             name = f"{family} norm-free (fold.py --export_hf)" if is_export(init_from) else f"{family} (pretrained)"
             return model, name, tokenizer_reference(init_from)
-        path, elsewhere = run_checkpoint(out_dir, ckpt)
+        path, elsewhere = run_checkpoint(out_dir, ckpt, 'evaluate')
         if elsewhere:
             print(f"note: {elsewhere}")
         replaced_run(os.path.dirname(path), 'evaluate')

@@ -483,7 +483,7 @@ def main(argv=None):
         args = parse_flags(FLAGS, argv)
     except FlagError as e:
         fail(str(e))
-    path, elsewhere = run_checkpoint(args.out_dir, args.ckpt)
+    path, elsewhere = run_checkpoint(args.out_dir, args.ckpt, 'fold', folded_ok=False)
     if elsewhere:  # the folded file goes in --out_dir: beside another run's files
         fail(f"cannot fold: {elsewhere}; fold.py writes beside the checkpoint it folds, so name its own folder")
     broken_link(path, 'fold')

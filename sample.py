@@ -142,7 +142,7 @@ conflict = init_from_conflict(init_from, out_dir, ckpt, 'sample.py samples')
 if conflict:
     fail(conflict)
 if init_from == 'resume':
-    path, elsewhere = run_checkpoint(out_dir, ckpt)
+    path, elsewhere = run_checkpoint(out_dir, ckpt, 'sample')
     if elsewhere:
         print(f"note: {elsewhere}")
     replaced_run(os.path.dirname(path), 'sample')

@@ -243,6 +243,15 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      '/trun/ckpt.pt: read its run with --ckpt=', None),
     ("bench: a run's folder as the checkpoint", 'bench.py', ['--ckpt={root}/trun', '--device=cpu'],
      'trun is a folder: name the checkpoint file in it, --ckpt=', None),
+    ("fold: a run's folder as --ckpt", 'fold.py', ['--out_dir={root}/trun', '--ckpt={root}/trun'],
+     "/trun names a run's folder, and --ckpt takes a checkpoint file in --out_dir: pass --out_dir=", None),
+    ("sample: a run's folder as --ckpt, inside --out_dir", 'sample.py', ['--out_dir={root}', '--ckpt=trun', '--device=cpu'],
+     "cannot sample: --ckpt=trun names a run's folder, and --ckpt takes a checkpoint file in --out_dir: pass "
+     "--out_dir=", None),
+    ("diagnose: a folder holding a folded checkpoint alone as --ckpt", 'diagnose.py',
+     ['--out_dir={root}/run', '--ckpt={root}/foldedonly'], "/foldedonly --ckpt=ckpt_folded.pt", None),
+    ("evaluate: a run's folder as --ckpt", 'evaluate.py', ['--out_dir={root}/run', '--ckpt={root}/trun', '--device=cpu'],
+     "and drop --ckpt (its ckpt.pt is read)", None),
     ('fold: an HF weight file as the checkpoint', 'fold.py', ['--out_dir={root}/hf', '--ckpt=model.safetensors'],
      'name the ckpt.pt that train.py or fold.py wrote', None),
     # text inputs that arrive compressed: named by their format, whatever the file is called
