@@ -491,6 +491,9 @@ def path_items(text):
     return out
 
 
+TYPE_WORDS = ('str', 'int', 'float', 'bool', 'list', 'tuple', 'dict', 'string', 'number', 'integer', 'boolean')
+
+
 def closest_choice(value, choices):
     """The choice a mistyped value meant: the key of a setting given by the paper's name (All-Taper for all,
     Internal-Taper for internal, Baseline for none), else the nearest spelling, else None."""
@@ -658,12 +661,12 @@ START_SIGNS = MISREAD_SIGNS - set('¡¢£¥§©«®°»¿‚“”„†‡•�
 
 def misread_words(text):
     """The distinct words of text that read as text converted from the wrong encoding, when they are at least 2
-    and a tenth of the words past ASCII, and the text has a letter past ASCII (its language's), or when one
-    holds a control character; else []. Such a word holds signs of MISREAD_SIGNS between two letters, or
-    begins with one of START_SIGNS before a lowercase letter, or holds a capital past ASCII amid lowercase ones
-    (French è read in DOS code page 850 as Þ); a control character of 0x80-0x9f counts as such a sign
-    (Windows-1250's ś converted as ISO-8859-2; alone, as web text's stray bullet, it does not). Running text
-    rarely has them: a quote against a word; "word…word" is why … is no such sign; "width×height" alone, in
+    and a tenth of the words past ASCII (those of "â€œ" aside), and the text has a letter past ASCII (its
+    language's), or when one holds a control character; else []. Such a word holds signs of MISREAD_SIGNS
+    between two letters, or begins with one of START_SIGNS before a lowercase letter, or holds a capital past
+    ASCII amid lowercase ones (French è read in DOS code page 850 as Þ); a control character of 0x80-0x9f
+    counts as such a sign (Windows-1250's ś converted as ISO-8859-2; alone, as web text's stray bullet, it
+    does not). Running text rarely has them: a quote against a word; "word…word" is why … is no such sign; "width×height" alone, in
     English, has no letters past ASCII. A sign after â, Â or Ã is UTF-8 read once as Windows-1252 ("â€œ" for a
     curly quote), which some datasets (TinyStories) hold as they are, and is left alone. JSON lines are read
     for their strings, which JSON may write with escapes (\\u0142)."""
@@ -687,6 +690,7 @@ def misread_words(text):
                          rf'|(?<![^\s"\'(])[{start}\x80-\x9f](?=[a-z]|[^\x00-\x7f])'
                          rf'|(?<=[^\W\d_A-Z])(?P<capital>[^\x00-\x7f])(?=[a-z])')
     bad = sorted(w for w in words if any(not m['capital'] or m['capital'].isupper() for m in misread.finditer(w)))
+    words = {w for w in words if not re.sub(r'[âÂÃ][^\x00-\x7f]{0,2}', '', w).isascii()}  # "â€œ" words: left alone
     lettered = any(c.isalpha() and not c.isascii() for w in words for c in w)
     controls = any(re.search(r'[\x80-\x9f]', w) for w in bad)  # amid letters, never in text: one word is enough
     return bad if controls or (len(bad) >= 2 and len(bad) >= 0.1 * len(words) and lettered) else []
@@ -1667,10 +1671,12 @@ def read_file(path, values, flags, prog):
             advice = f"write `{ast.unparse(node.target)} = {meant}`"
             if meant == 'None' and spec is not None and spec.default is not None:  # the flag takes no None
                 advice = f"drop the line for {ast.unparse(node.target)}'s default ({spec.default!r})"
-            elif word and meant.startswith("'") and spec is not None and spec.type is not str:
-                # learning_rate: float, a type where the value goes: the flag takes a number (or True, False)
+            elif word and meant.startswith("'") and spec is not None and value.id.lower() not in YAML_WORDS and (
+                    spec.type is not str or value.id in TYPE_WORDS or (spec.choices and value.id not in spec.choices)):
+                # learning_rate: float or taper: str, a type where the value goes; taper: Internal, no choice
+                near = closest_choice(value.id, spec.choices) if spec.choices and value.id not in TYPE_WORDS else None
                 advice = (f"give {ast.unparse(node.target)} a value, which is {spec.rule()}, e.g. "
-                          f"`{ast.unparse(node.target)} = {spec.default!r}`")
+                          f"`{ast.unparse(node.target)} = {(near if near is not None else spec.default)!r}`")
             raise FlagError(f"config file {path}, line {node.lineno}: `{ast.unparse(node)}` assigns nothing "
                             f"(a YAML habit?): {advice}")
     argv = list(sys.argv)

@@ -36,10 +36,10 @@ import torch
 import torch.nn.functional as F
 
 from configurator import (FlagError, cannot_write, figure_metadata, flag, is_our_figure, matplotlib_folder, parse_flags,
-                          repository_folder, unreplaceable)
+                          replaced_link, repository_folder, unreplaceable)
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    replaced_run, run_checkpoint, taper_note)
-from tokens import (data_tokenizer, inner_data, load_tokenizer, open_tokens, other_tokens, prepare_command, raw_text,
+from tokens import (data_tokenizer, inner_data, load_tokenizer, open_tokens, other_tokens, prepare_again, raw_text,
                     read_meta, same_tokenizer)
 
 
@@ -62,7 +62,7 @@ def tokens_of(data_dir, split, tokenizer=None):
         fail(f"{e}: choose --split among the splits {data_dir} holds ({', '.join(there)})" if there else
              f"{e}: {inner_data(data_dir, split, tokenizer=tokenizer) or 'pass --data_dir, the folder the run was trained on'}")
     except ValueError as e:
-        fail(f"cannot diagnose: {e}; prepare the data again with `python {prepare_command(data_dir)}`")
+        fail(f"cannot diagnose: {e}; {prepare_again(data_dir, e)}")
 
 
 def train_counts(data_dir, vocab_size):
@@ -295,7 +295,13 @@ def plot(report, path):
     ax.set_ylabel('residual-stream L2 norm')
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120, metadata=figure_metadata(path, 'diagnose.py'))
+    drawn = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        fig.savefig(drawn, dpi=120, metadata=figure_metadata(path, 'diagnose.py'), format=os.path.splitext(path)[1][1:])
+        os.replace(drawn, path)  # a link at path is replaced, never written through to the file it names
+    finally:
+        if os.path.lexists(drawn):  # a full disk part-way: the earlier figure stays as it was
+            os.remove(drawn)
 
 
 FLAGS = dict(
@@ -406,6 +412,8 @@ def main(argv=None):
                       growth=args.growth)
     print_report(report, decode)
     if args.plot:
+        if said := replaced_link(args.plot, 'diagnose.py'):
+            print(f"note: {said}")
         plot(report, args.plot)
         print(f"wrote {args.plot}")
     print(json.dumps(report))

@@ -38,8 +38,8 @@ from configurator import FlagError, configure_globals, dead_link, flag, script_p
 from hf import export_source, from_pretrained, init_from_conflict, is_export, tokenizer_reference
 from model import (GPT, broken_link, folded_note, load_checkpoint, missing_hint, mixed_run_note,
                    pick_device, replaced_run, run_checkpoint, taper_note)
-from tokens import (data_tokenizer, inner_data, meta_mismatch, open_tokens, prepare_command, raw_text, read_meta,
-                    same_tokenizer)
+from tokens import (data_tokenizer, inner_data, meta_mismatch, open_tokens, prepare_again, prepare_command, raw_text,
+                    read_meta, same_tokenizer)
 
 # -----------------------------------------------------------------------------
 init_from = flag('resume', "'resume' (out_dir's checkpoint), or an HF GPT-2 or Llama-family name or "
@@ -198,7 +198,7 @@ def open_set(split):
     try:
         return open_tokens(data_dir, split)
     except ValueError as e:
-        fail(f"cannot evaluate: {e}; prepare it again with `python {prepare_command(data_dir)}`")
+        fail(f"cannot evaluate: {e}; {prepare_again(data_dir, e)}")
 
 
 def chunks_of(data, split, chunk_len, vocab_size):
@@ -259,7 +259,7 @@ if missing:  # scored as '-': said, so that a missing set is not read as one lef
 try:
     meta = read_meta(data_dir)
 except ValueError as e:
-    fail(f"cannot evaluate: {e}: prepare the data again with `python {prepare_command(data_dir)}`")
+    fail(f"cannot evaluate: {e}: {prepare_again(data_dir, e)}")
 if meta_mismatch(data_dir, meta):
     fail(f"cannot evaluate: {meta_mismatch(data_dir, meta)}")
 if meta.get('tokenizer') == 'sentencepiece':  # prepare_tinystories.py's: its val.bin is no OpenWebText

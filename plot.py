@@ -29,8 +29,8 @@ except ModuleNotFoundError:  # this file alone, away from the repository, or PYT
 import numpy as np
 
 from configurator import (SIGNALS, FolderLock, compression, dead_link, discard, elsewhere_hint, figure_metadata, flag,
-                          folder_kind, is_our_figure, matplotlib_folder, parse_flags, releasing_locks, special_files, unreplaceable,
-                          write_failure, write_remedy)
+                          folder_kind, is_our_figure, matplotlib_folder, parse_flags, releasing_locks, replaced_link,
+                          special_files, unreplaceable, write_failure, write_remedy)
 
 TAPER_LABELS = {"none": "Baseline", "internal": "Internal-Taper", "all": "All-Taper"}
 AUX_LABELS = {"none": "", "fixed": " (+aux)", "baroni": " (+Baroni aux)"}
@@ -590,6 +590,9 @@ def main(argv=None):
         fig.tight_layout()
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize="small")
     figures[f"{args.prefix}grad_norms.png"] = fig
+    for name in figures:  # a figure that is a link (to a shared folder of figures) is replaced, not written through
+        if said := replaced_link(os.path.join(args.out_dir, name), 'plot.py'):
+            print(f"note: {said}")
     return save(figures, args.out_dir)
 
 

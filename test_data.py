@@ -473,6 +473,26 @@ def test_text_converted_from_the_wrong_encoding_is_noted(tmp_path, text, written
         proc.stdout + proc.stderr
 
 
+@pytest.mark.parametrize('text, written, read', [
+    ('Das M\u00e4dchen lief \u00fcber die Stra\u00dfe zur gro\u00dfen Br\u00fccke. J\u00f6rg gr\u00fc\u00dfte '
+     'fr\u00f6hlich.', 'cp1252', 'cp437'),  # ß as a block sign, ö as a division sign
+    ('\u041c\u0430\u043b\u0435\u043d\u044c\u043a\u0438\u0439 \u043c\u0430\u043b\u044c\u0447\u0438\u043a '
+     '\u043f\u043e\u0448\u0451\u043b \u0432 \u043b\u0435\u0441.', 'cp1251', 'cp1252')])  # Маленький мальчик пошёл в лес.
+def test_misread_text_among_stories_that_hold_their_own_artefacts_is_noted(tmp_path, text, written, read):
+    """Misread text appended to TinyStories' own text is noted, though that text holds many words of "â€œ" (UTF-8
+    read once as Windows-1252, which the note leaves alone): those words do not count among the words past ASCII
+    of which the misread ones must be a tenth."""
+    stories = (SHARED / 'tinystories' / 'train_sample.txt').read_text(encoding='utf-8')[:120000]
+    assert stories.count('\u00e2\u20ac') > 10  # the artefacts the note leaves alone
+    misread = text.encode(written).decode(read)
+    source = tmp_path / 'stories.txt'
+    source.write_text(stories + '\n\n'.join([misread] * 60) + '\n', encoding='utf-8')
+    proc = run('prepare_tinystories.py', f'--input_file={source}', f'--out_dir={tmp_path / "data"}', '--vocab_size=512',
+               check=False)
+    said = [line for line in proc.stdout.splitlines() if 'wrong encoding' in line]
+    assert len(said) == 1 and said[0].startswith('note: '), proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize('encoding', ['cp1255', 'shift_jis', 'mac_roman'])
 def test_a_text_in_an_encoding_the_check_cannot_tell_is_not_given_a_wrong_one(tmp_path, encoding):
     """Hebrew in Windows-1255, Japanese in Shift-JIS and German in Mac Roman: read in the encodings the check tells

@@ -793,6 +793,21 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "is fold.py's norm-free export, whose norms are fixed maps only at rms_norm_eps=67108864.0", None),
     ('fine-tune a norm-free export with a taper', 'train.py', [*T, '--init_from={root}/otherexport'],
      "norm-free export: its norms are identities already, so there is nothing to taper", None),
+    ("fine-tune a Llama norm-free export with GPT-2's FakeLN config", 'train.py',
+     ['config/finetune_gpt2_s_fakeln.py', *T, '--init_from={root}/allrun_hf', '--mask_eot_targets=False'],
+     "nothing to replace with FakeLN: fine-tune it with a config written for llama models, such as "
+     "config/finetune_smollm2_135m_alltaper.py, and --taper=none", None),
+    ('resume a finished taper with another taper_end behind the run', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/trun', '--device=cpu', '--taper_end=36', '--max_iters=48',
+      '--lr_decay_iters=48'], "taper_end 32 -> 36 at iter 40 changes nothing: the taper ended at iter 32", None),
+    ('reschedule a finished taper to another taper_end behind the run', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/trun', '--device=cpu', '--taper_end=24', '--reschedule', '--max_iters=48',
+      '--lr_decay_iters=48'], "taper_end 32 -> 24 at iter 40 changes nothing", None),
+    ("meta.json with vocab_size as a string of digits", 'train.py', [*T, '--data_dir={root}/digitmeta'],
+     "not a positive whole number: fix that in meta.json, or remove ", None),
+    ("evaluate: meta.json with vocab_size as a string of digits", 'evaluate.py',
+     ['--init_from={root}/hf', '--data_dir={root}/digitowt', '--device=cpu', '--max_chunks=1', '--batch_size=1'],
+     "and then prepare it again with `python prepare_owt.py", None),
     ('fold: an empty --ckpt', 'fold.py', ['--out_dir={root}/trun', '--ckpt='], "ckpt is empty: drop --ckpt for its default", None),
     ('prepare_owt: an empty --tokenizer', 'prepare_owt.py', [*OWT, '--tokenizer='], 'tokenizer is empty: drop --tokenizer', None),
     ('train: an empty --wandb_project', 'train.py', [*T, '--wandb_project='], 'wandb_project is empty', None),
@@ -958,6 +973,15 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "is not Llama-3's frequency rescaling", None),
     ('a reschedule that ends the taper behind the run', 'train.py', ['--init_from=resume', '--out_dir={root}/half',
      '--taper_end=15', '--reschedule'], 'would drop the gate to 0 at once', None),
+    ('a reschedule of a taper_end on a Baseline run, which has no taper', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/run', '--device=cpu', '--reschedule', '--taper_end=30', '--max_iters=12',
+      '--lr_decay_iters=12'], "--reschedule changes nothing: the run in progress has no schedule for taper_end to move "
+     "(taper='none', aux_loss='none', fakeln=False), so --taper_end has no effect in it: drop --reschedule and "
+     "--taper_end", None),
+    ('a reschedule beside an lr_decay_iters edited into config.json', 'train.py',
+     ['--init_from=resume', '--out_dir={root}/editedlr', '--device=cpu', '--reschedule', '--max_iters=60'],
+     "(config.json's lr_decay_iters=60 is not read: a resume takes the checkpoint's config): pass --lr_decay_iters=60 "
+     "without --reschedule, which only taper_start or taper_end need", None),
     ('the scale loss weighted 0', 'train.py', [*T, '--aux_weight=0'], 'turns the fixed-target scale loss off', None),
     # the environment, and files that are not what they seem
     ('a MASTER_PORT that is not a port', 'train.py', T, 'is not a port number',
@@ -1530,6 +1554,14 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
      "log.jsonl is a broken symbolic link (to ", None),
     ("train: a type where a config file's value goes (`learning_rate: float`)", 'train.py', ['{root}/ann_float.py', *T],
      "give learning_rate a value, which is a number, above 0, e.g. `learning_rate = ", None),
+    ("memory: a type where a text flag's value goes (`taper: str`)", 'memory.py', ['{root}/ann_str.py'],
+     "give taper a value, which is one of 'none', 'internal', 'all', e.g. `taper = '", None),
+    ("train: a type where a choice's value goes (`norm: str`)", 'train.py', ['{root}/ann_norm.py', *T],
+     "give norm a value, which is one of 'rmsnorm', 'layernorm', 'dyt', e.g. `norm = '", None),
+    ("train: a YAML line with a choice misspelt (`taper: Internal`)", 'train.py', ['{root}/ann_choice.py', *T],
+     "e.g. `taper = 'internal'`", None),
+    ("train: a type where a path's value goes (`data_dir: str`)", 'train.py', ['{root}/ann_path.py', *T],
+     "give data_dir a value, which is text, e.g. `data_dir = '", None),
     ("sample: a checkpoint as the prompt file", 'sample.py', ['--out_dir={root}/run', '--start=FILE:{root}/run/ckpt.pt',
                                                              '--device=cpu'],
      "ckpt.pt is a PyTorch checkpoint (weights), not text: pass a UTF-8 text file", None),
@@ -1627,6 +1659,8 @@ def make_workspace(root, data_dir):
     json.dump(json.load(open(f'{data_dir}/meta.json')) | {'val_tokens': 100}, open(f'{root}/shortval/meta.json', 'w'))
     shutil.copytree(data_dir, f'{root}/badmeta')
     open(f'{root}/badmeta/meta.json', 'w').write('{"vocab_size": 512,')
+    shutil.copytree(f'{root}/trun', f'{root}/editedlr')  # its cosine lengthened by hand in config.json
+    json.dump(json.load(open(f'{root}/trun/config.json')) | {'lr_decay_iters': 60}, open(f'{root}/editedlr/config.json', 'w'))
     shutil.copytree(f'{root}/run', f'{root}/editedcfg')  # finished at 8; config.json raised by hand to go on
     json.dump(json.load(open(f'{root}/run/config.json')) | {'max_iters': 12}, open(f'{root}/editedcfg/config.json', 'w'))
     shutil.copytree(f'{root}/run', f'{root}/noiter')
@@ -1713,6 +1747,10 @@ def make_workspace(root, data_dir):
         shutil.copytree(f'{root}/run', f'{root}/{name}')
         rows = open(f'{root}/{name}/log.jsonl').read().splitlines()
         open(f'{root}/{name}/log.jsonl', 'w').write('\n'.join(edit(rows)) + '\n')
+    for name, source in (('digitmeta', data_dir), ('digitowt', f'{root}/owt')):  # vocab_size "512", by hand
+        shutil.copytree(source, f'{root}/{name}')
+        meta = json.load(open(f'{root}/{name}/meta.json'))
+        json.dump(meta | {'vocab_size': str(meta['vocab_size'])}, open(f'{root}/{name}/meta.json', 'w'))
     shutil.copytree(f'{root}/owt', f'{root}/owtshort')  # a val.bin cut short of one chunk
     shutil.copytree(f'{root}/owt', f'{root}/owtmeta')  # its meta.json replaced by a TinyStories folder's
     shutil.copy(f'{data_dir}/meta.json', f'{root}/owtmeta/meta.json')
@@ -1804,6 +1842,9 @@ def make_workspace(root, data_dir):
     os.link(f'{root}/linklog/config.json', f'{root}/logs/linklog.json')  # and its config.json a hard link
     open(f'{root}/yaml_tied.py', 'w').write('tied_head = yes\n')  # YAML's word in Python's form of a line
     open(f'{root}/ann_float.py', 'w').write('learning_rate: float\n')  # a type where the value goes
+    for name, line in (('ann_str', 'taper: str'), ('ann_norm', 'norm: str'), ('ann_choice', 'taper: Internal'),
+                       ('ann_path', 'data_dir: str')):  # a type, or a misspelt choice, where a text value goes
+        open(f'{root}/{name}.py', 'w').write(line + '\n')
     open(f'{root}/octal.py', 'w').write('max_iters = 8\nbatch_size = 016\n')  # a number padded with a zero
     open(f'{root}/pl_iso.txt', 'wb').write(('Once upon a time.\n\n' + POLISH_L2 + '\n').encode('iso-8859-2'))
     open(f'{root}/de_dos.txt', 'wb').write(('Once upon a time.\n\n' + GERMAN + '\n').encode('cp850'))
@@ -2397,6 +2438,26 @@ def test_fold_puts_its_checkpoint_in_place_of_a_link_and_says_so(outcomes, tmp_p
     proc = run('fold.py', f'--out_dir={tmp_path / "run"}')
     assert f"ckpt_folded.pt is a symbolic link (to {tmp_path / 'kept.pt'}): fold.py writes its own file" in proc.stdout
     assert (tmp_path / 'kept.pt').read_bytes() == before and not os.path.islink(tmp_path / 'run' / 'ckpt_folded.pt')
+
+
+@pytest.mark.parametrize('script', ['plot.py', 'diagnose.py'])
+def test_a_figure_that_is_a_link_is_replaced_not_written_through(outcomes, tmp_path, script):
+    """plot.py's and diagnose.py's figure at a path that is a symbolic link (to a shared folder of figures)
+    is noted and written in the link's place: the figure it linked to keeps every byte."""
+    root = outcomes[3]
+    (tmp_path / 'shared').mkdir()
+    (tmp_path / 'figs').mkdir()
+    draw = {'plot.py': lambda out: ('plot.py', f'{root}/run', f'--out_dir={out}'),
+            'diagnose.py': lambda out: ('diagnose.py', f'--out_dir={root}/trun', '--max_windows=4',
+                                        f'--plot={out}/loss.png')}[script]
+    run(*draw(tmp_path / 'shared'))  # the script's own figure, which it may replace
+    os.symlink(tmp_path / 'shared' / 'loss.png', tmp_path / 'figs' / 'loss.png')
+    before = (tmp_path / 'shared' / 'loss.png').read_bytes()
+    proc = run(*draw(tmp_path / 'figs'))
+    assert f"loss.png is a symbolic link (to {tmp_path / 'shared' / 'loss.png'}): {script} writes its own file" \
+        in proc.stdout, proc.stdout
+    assert (tmp_path / 'shared' / 'loss.png').read_bytes() == before
+    assert not os.path.islink(tmp_path / 'figs' / 'loss.png') and (tmp_path / 'figs' / 'loss.png').stat().st_size > 0
 
 
 def test_a_summary_says_that_its_flags_replace_the_config_files_own_values():

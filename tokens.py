@@ -193,8 +193,13 @@ def prepare_command(data_dir, vocab_size=None):
     from configurator import script_path
     try:
         meta = read_meta(data_dir) if os.path.isdir(data_dir) else {}
-    except ValueError:
-        meta = {}
+    except ValueError:  # a field a hand edit broke: the files it records are still named
+        try:
+            with open(os.path.join(data_dir, 'meta.json'), encoding='utf-8-sig') as f:
+                meta = json.load(f)
+        except (OSError, ValueError):
+            meta = {}
+        meta = {k: v for k, v in meta.items() if isinstance(v, str)} if isinstance(meta, dict) else {}
     kind = meta.get('tokenizer')
     inputs = {flag: meta[key] for flag, key in (('input_file', 'source'), ('val_file', 'val_file'),
                                                  ('pile_file', 'pile_source'),
@@ -217,6 +222,15 @@ def prepare_command(data_dir, vocab_size=None):
             + ('' if default else f' --out_dir={shlex.quote(data_dir)}')
             + ''.join(f' --{flag}={shlex.quote(path)}' for flag, path in inputs.items()
                       if flag in ('input_file', 'val_file')))
+
+
+def prepare_again(data_dir, error, vocab_size=None):
+    """The advice for data_dir, whose files cannot be read (error): the prepare command that writes it again. A
+    meta.json that a hand edit broke is refused by the prepare scripts too: it is fixed, or the folder removed."""
+    command = prepare_command(data_dir, vocab_size)
+    if f"{os.path.join(data_dir, 'meta.json')} " in f"{error} ":
+        return f"fix that in meta.json, or remove {data_dir} and then prepare it again with `python {command}`"
+    return f"prepare it again with `python {command}`"
 
 
 def token_dtype(data_dir):

@@ -50,8 +50,8 @@ from memory import describe as describe_memory
 from hf import (TokenizerMismatch, export_source, from_pretrained, is_export, local_mistake, pretrained_config,
                 tokenizer_reference)
 from model import GPT, GPTConfig, broken_link, device_mistake, load_checkpoint, renamed_checkpoint
-from tokens import (data_tokenizer, inner_data, open_tokens, other_tokens, prepare_command, read_meta, same_tokenizer,
-                    tokenizer_size)
+from tokens import (data_tokenizer, inner_data, open_tokens, other_tokens, prepare_again, prepare_command, read_meta,
+                    same_tokenizer, tokenizer_size)
 
 # -----------------------------------------------------------------------------
 # Defaults: the paper's default run, Internal-Taper (+aux) at d = 512 (App. C). Override them with a
@@ -558,13 +558,17 @@ try:
     accum_steps, micro_batch = memory.split_batch(config, world_size)  # per rank per step; sequences each
 except ValueError as e:
     fail(str(e))
+# the fine-tuning config of each family of HF model, which advice names for a config of the other family
+FINETUNE_CONFIGS = {'llama': 'config/finetune_smollm2_135m_alltaper.py', 'gpt2': 'config/finetune_gpt2_s_alltaper.py'}
+
+
 def model_shape(pretrained):
     """Refuse a fine-tune whose config's shape is not the HF model's (pretrained, its GPTConfig), or
     whose block_size exceeds its context: the shape first, which says when the config is another model's."""
     if fakeln and pretrained.norm != 'layernorm':  # before the shape: no shape makes FakeLN fit an RMSNorm model
         fail(f"fakeln replaces GPT-2's LayerNorms (Baroni et al.), and {init_from} is a {pretrained.arch} model with "
              f"{pretrained.norm}: fine-tune it with a config written for {pretrained.arch} models, such as "
-             f"config/finetune_smollm2_135m_alltaper.py, or start this config from a GPT-2 model")
+             f"{FINETUNE_CONFIGS.get(pretrained.arch, FINETUNE_CONFIGS['llama'])}, or start this config from a GPT-2 model")
     ours_config = memory.model_config(config)  # 0 for n_kv_head or mlp_hidden: their rule, as the model reads it
     keys = ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head')
     wrong = {key for key in keys if ours_config.resolved(key) != pretrained.resolved(key)}
@@ -579,14 +583,13 @@ def model_shape(pretrained):
                  and key in ('n_kv_head', 'mlp_hidden')]
     longer = block_size > pretrained.block_size
     if wrong:  # every one at once: a fine-tune names the model's whole shape (and a context it exceeds)
-        meant = {'llama': 'config/finetune_smollm2_135m_alltaper.py', 'gpt2': 'config/finetune_gpt2_s_alltaper.py'}
         has = [f'{k}={getattr(pretrained, k)!r}' for k in wrong] + [f'a context of {pretrained.block_size}'] * longer
         says = [f'{k}={config[k]!r}' for k in wrong] + [f'block_size={block_size}'] * longer
         fixes = [f'--{k}={getattr(pretrained, k)!r}' for k in wrong] + [f'--block_size={pretrained.block_size}'] * longer
         fail(f"{init_from} has {', '.join(has)} but the config says {', '.join(says)}: set {' '.join(fixes)} (the "
              f"config's shape must be the model's)"
-             + (f", or start from a config written for {pretrained.arch} models, such as {meant[pretrained.arch]}"
-                if 'arch' in wrong and pretrained.arch in meant else ""))
+             + (f", or start from a config written for {pretrained.arch} models, such as {FINETUNE_CONFIGS[pretrained.arch]}"
+                if 'arch' in wrong and pretrained.arch in FINETUNE_CONFIGS else ""))
     if longer:
         fail(f"block_size={block_size} exceeds {init_from}'s context of {pretrained.block_size}: lower it to "
              f"--block_size={pretrained.block_size} or less")
@@ -811,7 +814,7 @@ def token_file(split):
                  f"--data_dir={parent}")
         fail(f"{e}: prepare the data with `python {prepare_cmd}` (or set data_dir)")
     except ValueError as e:
-        fail(f"{e}: prepare it again with `python {prepare_cmd}`")
+        fail(f"{e}: {prepare_again(data_dir, e, vocab_size)}")
 
 
 data = {split: token_file(split) for split in ('train', 'val')}
@@ -833,7 +836,7 @@ def check_tokens(vocab):
     the wrong rows (or crash on a GPU deep inside the embedding)."""
     if not isinstance(meta.get('vocab_size', vocab), int) or not isinstance(meta.get('eot_token', 0), int):
         fail(f"{meta_path} names vocab_size={meta.get('vocab_size')!r} and eot_token={meta.get('eot_token')!r}, "
-             f"which must be whole numbers: prepare the data again with `python {prepare_cmd}`")
+             f"which must be whole numbers: {prepare_again(data_dir, meta_path, vocab_size)}")
     if meta.get('vocab_size', vocab) > vocab and init_from not in ('scratch', 'resume'):  # the model's is fixed
         fail(f"{data_dir} has a vocabulary of {meta['vocab_size']} tokens, but {init_from} has {vocab}: the data is "
              f"another tokenizer's; prepare it in the model's tokens with `python {script_path('prepare_owt.py')} "
@@ -964,10 +967,16 @@ def get_gate(it):
 if init_from not in ('scratch', 'resume'):  # the HF model's own shape against the config's, from its config.json
     if (taper != 'none' or fakeln) and is_export(init_from):
         source = export_source(init_from)
+        try:  # a config of the other family (GPT-2's FakeLN config on a Llama export) is named, with its own
+            family = pretrained_config(init_from).arch
+        except (OSError, ValueError, KeyError):
+            family = arch
         fail(f"{init_from} is fold.py's norm-free export: its norms are identities already, so there is nothing "
-             f"to {'taper' if taper != 'none' else 'replace with FakeLN'}: fine-tune it with --taper=none"
-             f"{' --fakeln=False' if fakeln else ''}, or go on from the run it was exported from"
-             + (f" ({source})" if source else ""))
+             f"to {'taper' if taper != 'none' else 'replace with FakeLN'}: fine-tune it with "
+             + (f"a config written for {family} models, such as {FINETUNE_CONFIGS[family]}, and --taper=none"
+                if family != arch and family in FINETUNE_CONFIGS else
+                f"--taper=none{' --fakeln=False' if fakeln else ''}")
+             + ", or go on from the run it was exported from" + (f" ({source})" if source else ""))
     try:  # alone: before the plan (of the config's shape) and before the run's settings are applied to it
         model_shape(pretrained_config(init_from))
     except (OSError, ValueError, KeyError) as e:
@@ -1080,6 +1089,10 @@ elif init_from == 'resume':
         fail(f"cannot resume: {said('taper_end')} at iter {iter_num}, "
              f"after the taper ended, would bring the gate back up from 0 to {get_gate(iter_num):.2f}: keep "
              f"taper_end={changed['taper_end'][0]}, or start a new run for another schedule")
+    if 'taper_end' in changed and taper != 'none' and max(changed['taper_end'][0], config['taper_end']) <= iter_num:
+        fail(f"cannot resume: {said('taper_end')} at iter {iter_num} changes nothing: the taper ended at iter "
+             f"{changed['taper_end'][0]}, and the gate stays 0 from here under either, so the run's record would "
+             f"only name a schedule it never had: drop --taper_end")
     if ('taper_end' in changed and taper != 'none' and changed['taper_end'][0] > iter_num >= config['taper_end']):
         fail(f"cannot resume: {said('taper_end')} at iter {iter_num}, "
              f"mid-taper, would drop the gate to 0 at once: choose a taper_end after iter {iter_num}")
@@ -1101,10 +1114,17 @@ elif init_from == 'resume':
     edits = hand_edits(written, checkpoint['config'])
     if reschedule and not moved:  # the flag that accepts a new schedule, given none: the one meant was not read
         what = 'the FakeLN steps' if fakeln else 'taper_start or taper_end'
-        by_hand = [k for k in edits if k in SCHEDULE]
+        # given, for a schedule the run lacks (taper_end in a Baseline)
+        idle = [k for k in SCHEDULE if k in flagged and not (fakeln if k.startswith('fakeln') else needs_start)]
+        by_hand = [k for k in edits if k in SCHEDULE] or [k for k in edits if k not in flagged]
+        if idle:
+            fail(f"--reschedule changes nothing: the run in progress has no schedule for {', '.join(idle)} to move "
+                 f"(taper={taper!r}, aux_loss={aux_loss!r}, fakeln={fakeln}), so --{idle[0]} has no effect in it: drop "
+                 f"--reschedule and {' '.join(f'--{k}' for k in idle)}")
         fail(f"--reschedule changes nothing: no flag moves {what} of the run in progress at iter {iter_num}"
              + (f" (config.json's {', '.join(f'{k}={edits[k][0]!r}' for k in by_hand)} is not read: a resume takes the "
-                f"checkpoint's config): pass {' '.join(f'--{k}={edits[k][0]}' for k in by_hand)} --reschedule"
+                f"checkpoint's config): pass {' '.join(f'--{k}={edits[k][0]}' for k in by_hand)}"
+                + (" --reschedule" if by_hand[0] in SCHEDULE else f" without --reschedule, which only {what} need")
                 if by_hand else f": pass the new {what} with it, or drop it"))
     if moved and not reschedule:
         fail(f"cannot resume: {', '.join(said(k) for k in moved)} changes "
