@@ -1708,6 +1708,15 @@ def read_file(path, values, flags, prog):
             raise FlagError(f"config file {path}, line {line}: {word} is YAML's word for {meant}, which Python does "
                             f"not know: " + (f"write {meant}" if meant != 'None' else
                                              "drop the line for the flag's default")) from None
+        spec, node = None, next((n for n in tree.body if isinstance(n, ast.Assign) and n.lineno == line
+                                 and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)), None)
+        if word and node is not None and node.targets[0].id in flags:  # taper = internal: a text value unquoted
+            spec, written = flags[node.targets[0].id], ast.get_source_segment(source, node.value)
+        if spec is not None and spec.type is str and not spec.items and written:
+            meant = closest_choice(written, spec.choices) if spec.choices else written
+            raise FlagError(f"config file {path}, line {line}: {word} is not defined: a text value is written in "
+                            f"quotes in Python, " + (f"`{node.targets[0].id} = {meant!r}`" if meant else
+                                                     f"and {node.targets[0].id} takes {spec.rule()}")) from None
         raise FlagError(f"config file {path}, line {line}: {type(e).__name__}: {e}") from None
     for node in tree.body:  # a statement at the top that looks like an assignment but assigns nothing
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Compare) and \

@@ -49,6 +49,12 @@ CASES = [  # (case, script, arguments, a phrase of the message, environment)
     ('missing config file', 'train.py', ['{root}/nofile.py'], 'not found', None),
     ('config file with a syntax error', 'train.py', ['{root}/syntax.py', *T], 'syntax.py, line 2', None),
     ('config file that raises', 'train.py', ['{root}/nameerror.py', *T], 'NameError', None),
+    ('config file with a choice unquoted', 'train.py', ['{root}/bareword.py', *T],
+     "internal is not defined: a text value is written in quotes in Python, `taper = 'internal'`", None),
+    ('memory: config file with a path unquoted', 'memory.py', ['{root}/barepath.py'],
+     "data is not defined: a text value is written in quotes in Python, `data_dir = 'data/ts512'`", None),
+    ('config file with an unknown choice unquoted', 'train.py', ['{root}/bareother.py', *T],
+     "and taper takes one of 'none', 'internal', 'all'", None),
     ("a config file that sweeps a flag in a loop", 'train.py', ['{root}/sweep.py', *T],
      'sets learning_rate in a loop, which leaves only its last value', None),
     ("a config file that adds to sys.argv", 'train.py', ['{root}/argv_cfg.py', *T],
@@ -1700,6 +1706,9 @@ def make_workspace(root, data_dir):
     open(f'{root}/badrange.py', 'w').write("n_layer = 0\n")
     open(f'{root}/syntax.py', 'w').write('# a config\nlearning_rate = = 3e-4\n')
     open(f'{root}/nameerror.py', 'w').write('learning_rate = lr * 2\n')
+    for name, line in (('bareword', 'taper = internal'), ('barepath', 'data_dir = data/ts512'),
+                       ('bareother', 'taper = mytaper')):  # a text value without its quotes
+        open(f'{root}/{name}.py', 'w').write(f'max_iters = 40\n{line}\n')
     open(f'{root}/blank.txt', 'w').write('   \n\n \t \n')
     open(f'{root}/binary.txt', 'wb').write(bytes(range(256)) * 8)
     open(f'{root}/latin1.txt', 'w', encoding='latin-1').write('One day.\n\nA story.\nThe caf\u00e9 was open.\n')
