@@ -666,9 +666,10 @@ def misread_words(text):
     between two letters, or begins with one of START_SIGNS before a lowercase letter, or holds a capital past
     ASCII amid lowercase ones (French è read in DOS code page 850 as Þ); a control character of 0x80-0x9f
     counts as such a sign (Windows-1250's ś converted as ISO-8859-2; alone, as web text's stray bullet, it
-    does not). Running text rarely has them: a quote against a word; "word…word" is why … is no such sign; "width×height" alone, in
-    English, has no letters past ASCII. A sign after â, Â or Ã is UTF-8 read once as Windows-1252 ("â€œ" for a
-    curly quote), which some datasets (TinyStories) hold as they are, and is left alone. JSON lines are read
+    does not). Running text rarely has them: a quote against a word; "word…word" is why … is no such sign;
+    "width×height" alone, in English, has no letters past ASCII. A sign after â, Â or Ã is UTF-8 read once as
+    Windows-1252 ("â€œ" for a curly quote), which some datasets (TinyStories) hold as they are, and is left
+    alone. JSON lines are read
     for their strings, which JSON may write with escapes (\\u0142)."""
     if text.lstrip()[:1] in ('{', '['):
         def strings(value):
@@ -690,7 +691,7 @@ def misread_words(text):
                          rf'|(?<![^\s"\'(])[{start}\x80-\x9f](?=[a-z]|[^\x00-\x7f])'
                          rf'|(?<=[^\W\d_A-Z])(?P<capital>[^\x00-\x7f])(?=[a-z])')
     bad = sorted(w for w in words if any(not m['capital'] or m['capital'].isupper() for m in misread.finditer(w)))
-    words = {w for w in words if not re.sub(r'[âÂÃ][^\x00-\x7f]{0,2}', '', w).isascii()}  # "â€œ" words: left alone
+    words = {w for w in words if not re.sub(r'[âÂÃ][^\x00-\x7f]{0,2}', '', w).isascii()}  # "â€œ": left alone
     lettered = any(c.isalpha() and not c.isascii() for w in words for c in w)
     controls = any(re.search(r'[\x80-\x9f]', w) for w in bad)  # amid letters, never in text: one word is enough
     return bad if controls or (len(bad) >= 2 and len(bad) >= 0.1 * len(words) and lettered) else []
@@ -1419,8 +1420,9 @@ def checkpoint_hint(path, flags, prog=None):
                 f"(it takes its settings from its checkpoint)")
     trains = 'init_from' in flags and 'out_dir' in flags and 'ckpt' not in flags  # train.py
     done = finished(folder or '.') if trains and (run or path.endswith(('.pt', '.ckpt'))) else None
-    further = (f"the run in {folder or '.'} has finished (iter {done[0]} of max_iters={done[1]}): train it further with --init_from=resume "
-               f"--out_dir={shlex.quote(folder or '.')} --max_iters=<above {done[1]}>") if done else ''
+    further = (f"the run in {folder or '.'} has finished (iter {done[0]} of max_iters={done[1]}): train it further "
+               f"with --init_from=resume --out_dir={shlex.quote(folder or '.')} --max_iters=<above {done[1]}>"
+               if done else '')
     if run:
         path, name = os.path.join(folder, 'ckpt.pt'), 'ckpt.pt'
         if trains and done:  # to run its settings again: they are written out as a config file
@@ -1454,7 +1456,8 @@ def finished(folder):
                     if line.strip().startswith('{') and line.strip().endswith('}')]
     except (OSError, ValueError, AttributeError):
         return None
-    last = max((row['iter'] for row in rows if isinstance(row, dict) and isinstance(row.get('iter'), int)), default=None)
+    last = max((row['iter'] for row in rows if isinstance(row, dict) and isinstance(row.get('iter'), int)),
+               default=None)
     return (last, end) if isinstance(end, int) and last is not None and last >= end else None
 
 
@@ -1708,11 +1711,11 @@ def read_file(path, values, flags, prog):
             raise FlagError(f"config file {path}, line {line}: {word} is YAML's word for {meant}, which Python does "
                             f"not know: " + (f"write {meant}" if meant != 'None' else
                                              "drop the line for the flag's default")) from None
-        spec, node = None, next((n for n in tree.body if isinstance(n, ast.Assign) and n.lineno == line
-                                 and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)), None)
-        if word and node is not None and node.targets[0].id in flags:  # taper = internal: a text value unquoted
-            spec, written = flags[node.targets[0].id], ast.get_source_segment(source, node.value)
-        if spec is not None and spec.type is str and not spec.items and written:
+        node = next((n for n in tree.body if isinstance(n, ast.Assign) and n.lineno == line and len(n.targets) == 1
+                     and isinstance(n.targets[0], ast.Name) and n.targets[0].id in flags), None)
+        spec = flags[node.targets[0].id] if word and node is not None else None
+        if spec is not None and spec.type is str and not spec.items:  # taper = internal: a text value unquoted
+            written = ast.get_source_segment(source, node.value)
             meant = closest_choice(written, spec.choices) if spec.choices else written
             raise FlagError(f"config file {path}, line {line}: {word} is not defined: a text value is written in "
                             f"quotes in Python, " + (f"`{node.targets[0].id} = {meant!r}`" if meant else

@@ -596,11 +596,12 @@ def run_checkpoint(out_dir, ckpt, script, folded_ok=True):
     folder stops the script (named by its verb, script) with the --out_dir that reads that run; folded_ok: the
     script reads a folded checkpoint too (all but fold.py)."""
     path = os.path.join(out_dir, ckpt)
-    inside = [name for name in ('ckpt.pt', 'ckpt_folded.pt')[:1 + folded_ok] if os.path.isfile(os.path.join(path, name))]
+    inside = [name for name in ('ckpt.pt', 'ckpt_folded.pt')[:1 + folded_ok]
+              if os.path.isfile(os.path.join(path, name))]
     if os.path.isdir(path) and inside:  # --ckpt=<a run's folder>: the folder is --out_dir's to name
         raise SystemExit(f"cannot {script}: --ckpt={ckpt} names a run's folder, and --ckpt takes a checkpoint file "
-                         f"in --out_dir: pass --out_dir={path} " + ("and drop --ckpt (its ckpt.pt is read)"
-                                                                     if inside[0] == 'ckpt.pt' else f"--ckpt={inside[0]}"))
+                         f"in --out_dir: pass --out_dir={path} "
+                         + ("and drop --ckpt (its ckpt.pt is read)" if inside[0] == 'ckpt.pt' else f"--ckpt={inside[0]}"))
     if os.path.dirname(ckpt) and os.path.realpath(os.path.dirname(path)) != os.path.realpath(out_dir) \
             and os.path.exists(path):  # a path to nothing: missing_hint says how --ckpt is read
         return path, (f"--ckpt={ckpt} is a path of its own, so that file is read, not a checkpoint in "

@@ -1706,9 +1706,6 @@ def make_workspace(root, data_dir):
     open(f'{root}/badrange.py', 'w').write("n_layer = 0\n")
     open(f'{root}/syntax.py', 'w').write('# a config\nlearning_rate = = 3e-4\n')
     open(f'{root}/nameerror.py', 'w').write('learning_rate = lr * 2\n')
-    for name, line in (('bareword', 'taper = internal'), ('barepath', 'data_dir = data/ts512'),
-                       ('bareother', 'taper = mytaper')):  # a text value without its quotes
-        open(f'{root}/{name}.py', 'w').write(f'max_iters = 40\n{line}\n')
     open(f'{root}/blank.txt', 'w').write('   \n\n \t \n')
     open(f'{root}/binary.txt', 'wb').write(bytes(range(256)) * 8)
     open(f'{root}/latin1.txt', 'w', encoding='latin-1').write('One day.\n\nA story.\nThe caf\u00e9 was open.\n')
@@ -1852,8 +1849,10 @@ def make_workspace(root, data_dir):
     open(f'{root}/yaml_tied.py', 'w').write('tied_head = yes\n')  # YAML's word in Python's form of a line
     open(f'{root}/ann_float.py', 'w').write('learning_rate: float\n')  # a type where the value goes
     for name, line in (('ann_str', 'taper: str'), ('ann_norm', 'norm: str'), ('ann_choice', 'taper: Internal'),
-                       ('ann_path', 'data_dir: str')):  # a type, or a misspelt choice, where a text value goes
-        open(f'{root}/{name}.py', 'w').write(line + '\n')
+                       ('ann_path', 'data_dir: str'),  # a type, or a misspelt choice, where a text value goes
+                       ('bareword', 'taper = internal'), ('barepath', 'data_dir = data/ts512'),
+                       ('bareother', 'taper = mytaper')):  # a text value without its quotes
+        open(f'{root}/{name}.py', 'w').write(f'max_iters = 40\n{line}\n')
     open(f'{root}/octal.py', 'w').write('max_iters = 8\nbatch_size = 016\n')  # a number padded with a zero
     open(f'{root}/pl_iso.txt', 'wb').write(('Once upon a time.\n\n' + POLISH_L2 + '\n').encode('iso-8859-2'))
     open(f'{root}/de_dos.txt', 'wb').write(('Once upon a time.\n\n' + GERMAN + '\n').encode('cp850'))

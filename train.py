@@ -568,7 +568,8 @@ def model_shape(pretrained):
     if fakeln and pretrained.norm != 'layernorm':  # before the shape: no shape makes FakeLN fit an RMSNorm model
         fail(f"fakeln replaces GPT-2's LayerNorms (Baroni et al.), and {init_from} is a {pretrained.arch} model with "
              f"{pretrained.norm}: fine-tune it with a config written for {pretrained.arch} models, such as "
-             f"{FINETUNE_CONFIGS.get(pretrained.arch, FINETUNE_CONFIGS['llama'])}, or start this config from a GPT-2 model")
+             f"{FINETUNE_CONFIGS.get(pretrained.arch, FINETUNE_CONFIGS['llama'])}, or start this config from a "
+             f"GPT-2 model")
     ours_config = memory.model_config(config)  # 0 for n_kv_head or mlp_hidden: their rule, as the model reads it
     keys = ('arch', 'norm', 'vocab_size', 'n_layer', 'n_head', 'n_embd', 'n_kv_head', 'mlp_hidden', 'tied_head')
     wrong = {key for key in keys if ours_config.resolved(key) != pretrained.resolved(key)}
@@ -588,7 +589,8 @@ def model_shape(pretrained):
         fixes = [f'--{k}={getattr(pretrained, k)!r}' for k in wrong] + [f'--block_size={pretrained.block_size}'] * longer
         fail(f"{init_from} has {', '.join(has)} but the config says {', '.join(says)}: set {' '.join(fixes)} (the "
              f"config's shape must be the model's)"
-             + (f", or start from a config written for {pretrained.arch} models, such as {FINETUNE_CONFIGS[pretrained.arch]}"
+             + (f", or start from a config written for {pretrained.arch} models, such as "
+                f"{FINETUNE_CONFIGS[pretrained.arch]}"
                 if 'arch' in wrong and pretrained.arch in FINETUNE_CONFIGS else ""))
     if longer:
         fail(f"block_size={block_size} exceeds {init_from}'s context of {pretrained.block_size}: lower it to "
@@ -708,8 +710,9 @@ def foreign_checkpoint(checkpoint, in_log):
     target = os.path.realpath(ckpt_path)
     if os.path.islink(ckpt_path) and os.path.dirname(target) != os.path.realpath(out_dir) and (models or unlogged):
         theirs = os.path.dirname(target)
-        return (f"{ckpt_path} is a link to {target}, another run's checkpoint ({f'its model has {differs}' if differs else unlogged}): "
-                f"put this run's own ckpt.pt in the link's place" + (
+        why = f"its model has {differs}" if differs else unlogged
+        return (f"{ckpt_path} is a link to {target}, another run's checkpoint ({why}): put this run's own ckpt.pt "
+                f"in the link's place" + (
                     f", or resume that run in its own folder with --out_dir={theirs}"
                     if ours(os.path.join(theirs, 'config.json')) else ""))
     if models and unlogged:
